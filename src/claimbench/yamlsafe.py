@@ -1,0 +1,157 @@
+"""Strict YAML: the subset that every YAML parser reads the same way.
+
+PyYAML silently keeps the last of duplicate keys and expands aliases (a "billion laughs" file
+grows without bound), so claims are read through the composed node tree instead, with anchors,
+aliases, custom tags, duplicate keys, non-UTF-8 text and oversized files refused. Every value
+keeps the line it came from, so a later check can say where a problem is.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from .problem import Problem
+
+MAX_BYTES = 1 << 20
+
+_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_STANDARD_TAGS = {
+    "tag:yaml.org,2002:" + t
+    for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")
+}
+KeyPath = tuple
+
+
+@dataclass
+class Document:
+    """A parsed YAML mapping and the line (1-based) of every key path in it."""
+
+    path: str
+    data: Any
+    lines: dict[KeyPath, int] = field(default_factory=dict)
+
+    def line_of(self, keypath: KeyPath) -> int:
+        """The line of the deepest existing prefix of ``keypath``; 1 when none exists."""
+        kp = tuple(keypath)
+        while kp:
+            if kp in self.lines:
+                return self.lines[kp]
+            kp = kp[:-1]
+        return 1
+
+
+class YamlRejected(Exception):
+    def __init__(self, problem: Problem):
+        super().__init__(str(problem))
+        self.problem = problem
+
+
+def load_document(path: str | Path, *, display: str | None = None) -> Document:
+    """Read ``path`` strictly; raise ``YamlRejected`` with a located problem."""
+    p = Path(path)
+    shown = display or str(path)
+    try:
+        size = p.stat().st_size
+    except OSError as e:
+        raise YamlRejected(Problem(shown, 1, "file", f"cannot read: {e.strerror}")) from None
+    if size > MAX_BYTES:
+        raise YamlRejected(Problem(
+            shown, 1, "file",
+            f"file is {size} bytes, over the 1 MiB limit for a claim; a claim is a short description"))
+    return parse_document(p.read_bytes(), shown)
+
+
+def parse_document(raw: bytes, shown: str) -> Document:
+    if len(raw) > MAX_BYTES:
+        raise YamlRejected(Problem(shown, 1, "file", "text is over the 1 MiB limit for a claim"))
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+        line = raw[: e.start].count(b"\n") + 1
+        raise YamlRejected(Problem(
+            shown, line, "file",
+            f"text is not UTF-8 (byte 0x{raw[e.start]:02x} at offset {e.start}); save the file as UTF-8")) from None
+    if text.startswith("\ufeff"):
+        text = text[1:]
+    try:
+        _refuse_anchors(text, shown)
+        node = yaml.compose(text, Loader=_Loader)
+    except yaml.MarkedYAMLError as e:
+        mark = e.problem_mark or e.context_mark
+        line, col = (mark.line + 1, mark.column + 1) if mark else (1, 1)
+        what = e.problem or e.context or "invalid YAML"
+        raise YamlRejected(Problem(shown, line, "yaml", f"syntax error at column {col}: {what}")) from None
+    except yaml.YAMLError as e:
+        raise YamlRejected(Problem(shown, 1, "yaml", f"syntax error: {e}")) from None
+    if node is None:
+        raise YamlRejected(Problem(shown, 1, "document", "the file is empty; a claim is a YAML mapping"))
+    if not isinstance(node, yaml.MappingNode):
+        raise YamlRejected(Problem(
+            shown, node.start_mark.line + 1, "document",
+            "the document is not a mapping; a claim is `key: value` pairs at the top level"))
+    doc = Document(shown, None)
+    doc.data = _build(node, (), doc)
+    return doc
+
+
+def _refuse_anchors(text: str, shown: str) -> None:
+    """Refuse anchors and aliases from the event stream, before any node could be expanded."""
+    for ev in yaml.parse(text, Loader=_Loader):
+        if isinstance(ev, yaml.AliasEvent) or getattr(ev, "anchor", None):
+            name = getattr(ev, "anchor", "")
+            raise YamlRejected(Problem(
+                shown, ev.start_mark.line + 1, "yaml",
+                f"anchors and aliases (&{name} / *{name}) are not allowed in claims; write the value out"))
+
+
+def _build(node: yaml.Node, kp: KeyPath, doc: Document) -> Any:
+    if node.tag not in _STANDARD_TAGS:
+        raise YamlRejected(Problem(
+            doc.path, node.start_mark.line + 1, _dotted(kp) or "yaml",
+            f"tag {node.tag!r} is not allowed; use plain YAML values"))
+    if isinstance(node, yaml.MappingNode):
+        out: dict[str, Any] = {}
+        for knode, vnode in node.value:
+            if not isinstance(knode, yaml.ScalarNode):
+                raise YamlRejected(Problem(doc.path, knode.start_mark.line + 1, _dotted(kp) or "yaml",
+                                           "mapping keys must be plain strings"))
+            key = str(_scalar(knode, kp, doc))
+            sub = kp + (key,)
+            if key in out:
+                raise YamlRejected(Problem(
+                    doc.path, knode.start_mark.line + 1, _dotted(sub),
+                    f"duplicate key (first at line {doc.lines[sub]}); YAML parsers disagree on which wins, keep one"))
+            doc.lines[sub] = knode.start_mark.line + 1
+            out[key] = _build(vnode, sub, doc)
+        return out
+    if isinstance(node, yaml.SequenceNode):
+        items = []
+        for i, item in enumerate(node.value):
+            doc.lines[kp + (i,)] = item.start_mark.line + 1
+            items.append(_build(item, kp + (i,), doc))
+        return items
+    return _scalar(node, kp, doc)
+
+
+_constructor = yaml.constructor.SafeConstructor()
+
+
+def _scalar(node: yaml.ScalarNode, kp: KeyPath, doc: Document) -> Any:
+    try:
+        return _constructor.construct_object(node, deep=True)
+    except yaml.YAMLError as e:
+        raise YamlRejected(Problem(doc.path, node.start_mark.line + 1, _dotted(kp) or "yaml", str(e))) from None
+
+
+def _dotted(kp: KeyPath) -> str:
+    out = ""
+    for k in kp:
+        out += f"[{k}]" if isinstance(k, int) else (f".{k}" if out else str(k))
+    return out
+
+
+dotted = _dotted
