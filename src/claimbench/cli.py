@@ -1,0 +1,56 @@
+"""The command line: thin. Parse arguments, call one verb, map the outcome to an exit code.
+
+Each subcommand lives in ``claimbench.commands.<name>`` with ``register(subparsers)`` and a
+``run(args) -> int``; heavy imports stay inside ``run`` so ``check`` answers in well under a second.
+A ``UserError`` prints one line and exits with its code; anything else is a bug and keeps its traceback.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from . import __version__
+from .errors import EXIT_USAGE, UserError
+
+COMMANDS = ("check", "list", "show", "schema", "run", "publish", "audit", "table", "site")
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="claimbench",
+        description="Executable performance claims: check, run, verify, publish.")
+    parser.add_argument("--version", action="version", version=f"claimbench {__version__}")
+    parser.add_argument("--root", default=None,
+                        help="project root (the folder holding claims/ and kernels/); default: found from the paths or the cwd")
+    sub = parser.add_subparsers(dest="command", metavar="COMMAND")
+    for name in COMMANDS:
+        try:
+            module = importlib.import_module(f"claimbench.commands.{name}")
+        except ModuleNotFoundError as e:
+            if e.name == f"claimbench.commands.{name}":
+                continue
+            raise
+        module.register(sub)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help(sys.stderr)
+        return EXIT_USAGE
+    try:
+        return int(args.func(args))
+    except UserError as e:
+        print(f"claimbench: {e}", file=sys.stderr)
+        return e.exit_code
+    except KeyboardInterrupt:
+        print("claimbench: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,50 @@
+"""`claimbench check [PATHS...]`: the policy gate. No GPU imports; answers in well under a second."""
+
+from __future__ import annotations
+
+import json
+import sys
+
+from ..errors import EXIT_FAILED, EXIT_OK, UsageError
+from ..policy import discover, load_claims
+from ..project import find_root, load_listing
+
+
+def register(sub) -> None:
+    p = sub.add_parser("check", help="check claim files against the schema and the source policy")
+    p.add_argument("paths", nargs="*", help="claim files or folders (default: claims/)")
+    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--list", dest="list_path", default=None, help="the list entries must name (default: LIST.md)")
+    p.set_defaults(func=run)
+
+
+def gather(args):
+    root = find_root(args.root, args.paths)
+    for raw in args.paths:
+        from pathlib import Path
+        if not Path(raw).exists():
+            raise UsageError(f"{raw}: no such file or folder")
+    paths = discover(args.paths, root)
+    if not paths:
+        where = ", ".join(args.paths) if args.paths else f"{root / 'claims'}"
+        raise UsageError(f"no claim files (*.yaml) found in {where}")
+    listing = load_listing(root, getattr(args, "list_path", None))
+    return root, load_claims(paths, root, listing)
+
+
+def run(args) -> int:
+    root, results = gather(args)
+    bad = [r for r in results if not r.ok]
+    if args.format == "json":
+        json.dump({"checked": len(results), "rejected": len(bad),
+                   "claims": [{"path": r.path, "id": r.claim.id if r.claim else None, "ok": r.ok,
+                               "problems": [p.to_dict() for p in r.problems]} for r in results]},
+                  sys.stdout, indent=2)
+        print()
+    else:
+        for r in bad:
+            for p in r.problems:
+                print(p)
+        print(f"{len(results)} claim{'s' if len(results) != 1 else ''} checked: "
+              f"{len(results) - len(bad)} passed, {len(bad)} rejected")
+    return EXIT_FAILED if bad else EXIT_OK

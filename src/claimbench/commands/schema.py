@@ -1,0 +1,33 @@
+"""`claimbench schema`: write schema/claim.schema.json (draft-07) for editors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from ..claim import json_schema
+from ..errors import EXIT_OK
+from ..project import find_root
+
+
+def register(sub) -> None:
+    p = sub.add_parser("schema", help="write the claim JSON Schema (draft-07) for editors")
+    p.add_argument("--out", default=None, help="default: schema/claim.schema.json under the project root")
+    p.add_argument("--stdout", action="store_true")
+    p.set_defaults(func=run)
+
+
+def render() -> str:
+    return json.dumps(json_schema(), indent=2, sort_keys=True) + "\n"
+
+
+def run(args) -> int:
+    text = render()
+    if args.stdout:
+        print(text, end="")
+        return EXIT_OK
+    out = Path(args.out) if args.out else find_root(args.root) / "schema" / "claim.schema.json"
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(text, encoding="utf-8")
+    print(f"wrote {out}")
+    return EXIT_OK

@@ -1,0 +1,59 @@
+"""`claimbench show ID`: one claim, its policy status, and its provenance (records, list)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import EXIT_FAILED, EXIT_OK, UsageError
+from ..policy import discover, load_claims
+from ..project import find_root, load_listing
+
+
+def register(sub) -> None:
+    p = sub.add_parser("show", help="show a claim, its policy status and provenance; or one record")
+    p.add_argument("id", nargs="?", help="claim id")
+    p.add_argument("--record", default=None, metavar="PATH", help="print one record in readable form")
+    p.add_argument("--results", default=None)
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    if args.record:
+        from ..provenance import show_record
+        print(show_record(Path(args.record)))
+        return EXIT_OK
+    if not args.id:
+        raise UsageError("show needs a claim ID or --record PATH")
+    root = find_root(args.root)
+    listing = load_listing(root)
+    results = load_claims(discover([], root), root, listing)
+    match = [r for r in results if (r.claim and r.claim.id == args.id) or Path(r.path).stem == args.id]
+    if not match:
+        raise UsageError(f"no claim with id {args.id!r} under {root / 'claims'}")
+    r = match[0]
+    print(f"claim {args.id}  ({r.path})")
+    if r.claim is not None:
+        c = r.claim
+        print(f"  title      {c.title}")
+        print(f"  entry      {c.entry}")
+        print(f"  source     {c.source.kind}: {c.source.title} <{c.source.url}> at {c.source.locator}")
+        print(f"  hardware   {c.hardware.device} {', '.join(c.hardware.model)}"
+              + (f" cc {','.join(c.hardware.compute_capability)}" if c.hardware.compute_capability else "")
+              + (f" {c.hardware.sm_count} SMs" if c.hardware.sm_count else ""))
+        print(f"  workload   {c.workload.inputs} {c.workload.params}")
+        print(f"  precision  {c.precision.dtype}" + (f" (accumulate {c.precision.accumulate})" if c.precision.accumulate else ""))
+        print(f"  kernel     {c.kernel.name}: {c.kernel.impl}")
+        print(f"  baseline   {c.baseline.name}: {c.baseline.impl}")
+        print(f"  checked by {c.correctness.method} vs {c.correctness.reference}, {c.correctness.trials} trials")
+        print(f"  claimed    {c.claimed.metric} {c.claimed.value:g} (tolerance {c.claimed.tolerance:g})")
+    print(f"  policy     {'passes' if r.ok else 'REJECTED'}")
+    for p in r.problems:
+        print(f"    {p}")
+    try:
+        from ..provenance import show_provenance
+    except ImportError:
+        show_provenance = None
+    if show_provenance is not None and r.claim is not None:
+        results_dir = Path(args.results) if args.results else root / "results"
+        print(show_provenance(root, r.claim.id, results_dir=results_dir))
+    return EXIT_OK if r.ok else EXIT_FAILED

@@ -1,0 +1,185 @@
+"""Static rules on a kernel's source, read with ``ast`` before anything runs.
+
+They catch the cheats that are visible in the text: calling the baseline, calling a forbidden
+op, patching timers or torch, and reaching the harness's memory through ``gc``, ``ctypes`` or
+frame inspection. The dispatch trace in ``guard.py`` catches what the text hides.
+"""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+from .claim import Claim
+from .problem import Problem
+from .srcgraph import closure, module_file, parse, split_ref
+
+BANNED_MODULES = {"gc", "ctypes", "inspect", "importlib", "builtins", "cffi", "_ctypes"}
+BANNED_CALLS = {"__import__", "eval", "exec", "compile", "globals", "vars", "setattr", "delattr"}
+BANNED_ATTRS = {("sys", "modules"), ("sys", "_getframe"), ("sys", "settrace"), ("sys", "setprofile"),
+                ("threading", "settrace"), ("threading", "setprofile")}
+PROTECTED_ROOTS = ("time", "torch", "triton", "numpy", "cupy")
+
+
+def aliases(tree: ast.Module) -> dict[str, str]:
+    """Local name -> dotted module or object it stands for."""
+    out: dict[str, str] = {}
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                out[a.asname or a.name] = f"{node.module}.{a.name}"
+    return out
+
+
+def dotted(node: ast.AST, al: dict[str, str]) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(al.get(node.id, node.id))
+    return ".".join(reversed(parts))
+
+
+def _functions(tree: ast.Module) -> dict[str, ast.AST]:
+    return {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def reachable(root: Path, path: Path, func: str) -> list[tuple[Path, ast.AST, dict[str, str]]]:
+    """Function bodies reachable from ``path:func`` by name, across project modules."""
+    out, seen = [], set()
+    todo = [(path.resolve(), func)]
+    while todo:
+        p, name = todo.pop()
+        if (p, name) in seen or not p.is_file():
+            continue
+        seen.add((p, name))
+        tree = parse(p)
+        al = aliases(tree)
+        node = _functions(tree).get(name)
+        if node is None:
+            continue
+        out.append((p, node, al))
+        for sub in ast.walk(node):
+            if isinstance(sub, ast.Name):
+                if sub.id in _functions(tree):
+                    todo.append((p, sub.id))
+                elif sub.id in al:
+                    mod, _, attr = al[sub.id].rpartition(".")
+                    f = module_file(root, mod) if mod else None
+                    if f is not None:
+                        todo.append((f.resolve(), attr))
+    return out
+
+
+def _forbidden_hit(name: str, forbidden: list[str], resolved: bool) -> str | None:
+    """Resolved names (rooted at an import) must match exactly; an attribute on a local value
+    (``x.softmax()``) matches on its last part, since a tensor method is the same op."""
+    last = name.split(".")[-1]
+    for f in forbidden:
+        if name == f or (not resolved and last == f.split(".")[-1]):
+            return f
+    return None
+
+
+def check_kernel_source(root: Path, claim: Claim, claim_path: str) -> list[Problem]:
+    """Every static rule, located at the offending line of the kernel's source."""
+    problems: list[Problem] = []
+    kfile, kfunc = split_ref(claim.kernel.impl)
+    bfile, bfunc = split_ref(claim.baseline.impl)
+    kpath, bpath = (root / kfile).resolve(), (root / bfile).resolve()
+    starts = [(kpath, kfunc, "kernel.impl")]
+    if claim.kernel.prepare:
+        pfile, pfunc = split_ref(claim.kernel.prepare)
+        starts.append(((root / pfile).resolve(), pfunc, "kernel.prepare"))
+    files = closure(root, {p for p, _, _ in starts if p.is_file()})
+
+    def add(p: Path, line: int, key: str, msg: str) -> None:
+        rel = p.relative_to(root.resolve()) if p.is_relative_to(root.resolve()) else p
+        problems.append(Problem(str(rel), line, key, msg))
+
+    bmod = ".".join(bpath.relative_to(root.resolve()).with_suffix("").parts) if bpath.is_relative_to(root.resolve()) else ""
+    for f in sorted(files):
+        if f.suffix != ".py":
+            continue
+        tree = parse(f)
+        al = aliases(tree)
+        protected = set(PROTECTED_ROOTS) | ({bmod} if bmod and f != bpath else set())
+        for node in ast.walk(tree):
+            mods = []
+            if isinstance(node, ast.Import):
+                mods = [a.name.split(".")[0] for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module:
+                mods = [node.module.split(".")[0]]
+            for m in mods:
+                if m in BANNED_MODULES:
+                    add(f, node.lineno, "kernel.impl", f"imports `{m}`, which can reach the harness's memory or code; kernels may not use it")
+            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BANNED_CALLS:
+                add(f, node.lineno, "kernel.impl", f"calls `{node.func.id}()`, which hides what the kernel touches; write the call out")
+            if isinstance(node, ast.Attribute):
+                d = dotted(node, al) or ""
+                if any(d == f"{a}.{b}" or d.startswith(f"{a}.{b}.") for a, b in BANNED_ATTRS):
+                    add(f, node.lineno, "kernel.impl", f"uses `{d}`, which reaches into the interpreter's state; kernels may not")
+                if node.attr in ("__globals__", "__code__", "f_back", "f_locals", "f_globals", "__builtins__", "__subclasses__"):
+                    add(f, node.lineno, "kernel.impl", f"uses `.{node.attr}`, which reaches into the interpreter's state; kernels may not")
+            targets = []
+            if isinstance(node, (ast.Assign, ast.Delete)):
+                targets = node.targets
+            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+                targets = [node.target]
+            for t in targets:
+                if isinstance(t, ast.Attribute):
+                    d = dotted(t.value, al) or ""
+                    if d.split(".")[0] in protected or d in protected:
+                        add(f, node.lineno, "kernel.impl", f"assigns to `{d}.{t.attr}`: patching {d} can slow the baseline or fake the timer")
+            if isinstance(node, ast.Global) and f == bpath and bfunc in node.names:
+                add(f, node.lineno, "kernel.impl", f"rebinds the baseline function `{bfunc}`")
+    forbidden = list(claim.correctness.forbidden)
+    for start, func, key in starts:
+        for p, fn, al in reachable(root, start, func):
+            for sub in ast.walk(fn):
+                if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                    hit = _forbidden_hit(sub.value, forbidden, resolved=False)
+                    if hit and sub.value == hit.split(".")[-1]:
+                        add(p, sub.lineno, key, f"names forbidden `{hit}` in a string (a getattr call?); the kernel must not use it")
+                    continue
+                if isinstance(sub, ast.Attribute):
+                    name = dotted(sub, al) or sub.attr
+                    root_name = _root(sub)
+                    resolved = root_name is not None and root_name in al
+                elif isinstance(sub, ast.Name):
+                    if p == bpath and sub.id == bfunc:
+                        add(p, sub.lineno, key, f"calls the baseline's own function `{bfunc}`; the kernel must compute the answer itself")
+                        continue
+                    if sub.id not in al:
+                        continue
+                    name, resolved = al[sub.id], True
+                else:
+                    continue
+                if p != bpath and bmod and name == f"{bmod}.{bfunc}":
+                    add(p, sub.lineno, key, f"calls the baseline's own function `{bfunc}`; the kernel must compute the answer itself")
+                    continue
+                hit = _forbidden_hit(name, forbidden, resolved)
+                if hit:
+                    add(p, sub.lineno, key, f"uses `{name}`, which the claim forbids (`{hit}`)")
+    return _dedupe(problems)
+
+
+def _root(node: ast.AST) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen, out = set(), []
+    for p in problems:
+        k = (p.path, p.line, p.message)
+        if k not in seen:
+            seen.add(k)
+            out.append(p)
+    return out
