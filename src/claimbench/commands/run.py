@@ -1,0 +1,108 @@
+"""`claimbench run [PATHS...]`: run claims, write records, print the verdict table."""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from ..errors import EXIT_FAILED, EXIT_OK, UsageError
+from ..policy import discover
+from ..project import find_root
+
+
+def register(sub) -> None:
+    p = sub.add_parser("run", help="run claims: verify, time, decide, and write result records")
+    p.add_argument("paths", nargs="*", help="claim files or folders (default: claims/)")
+    p.add_argument("--results", default=None, help="results folder (default: results/)")
+    p.add_argument("--json", action="store_true", help="print the outcomes as JSON")
+    p.add_argument("--repeat", type=int, default=1, help="N separate processes per claim, combined into one CI")
+    p.add_argument("--hot", action="store_true", help="CUDA: time back-to-back calls without L2 flush (a labelled number)")
+    p.add_argument("--timeout-s", type=float, default=900.0, help="per-claim time limit (default 900)")
+    p.add_argument("--max-time-s", type=float, default=None, help="cap on the timed rounds per claim")
+    p.add_argument("--warmup-s", type=float, default=None, help="warm-up time per claim")
+    p.add_argument("--timing", choices=("gate", "report"), default="gate",
+                   help="report: timing verdicts (refuted, inconclusive) do not fail the run")
+    p.add_argument("--quiet", action="store_true")
+    try:
+        from ..ci_options import add_ci_options
+        add_ci_options(p)
+    except ImportError:
+        pass
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..detect import detect
+    from ..runner import RunOptions, run_one
+    from ..project import load_listing
+    from ..status import Status
+
+    root = find_root(args.root, args.paths)
+    for raw in args.paths:
+        if not Path(raw).exists():
+            raise UsageError(f"{raw}: no such file or folder")
+    if args.repeat < 1:
+        raise UsageError("--repeat must be at least 1")
+    paths = discover(args.paths, root)
+    if not paths:
+        raise UsageError(f"no claim files found in {', '.join(args.paths) or root / 'claims'}")
+    hw = detect(root)
+    try:
+        from ..ci_options import select_for_ci
+        paths = select_for_ci(args, paths, root, hw)
+    except ImportError:
+        pass
+    results = Path(args.results) if args.results else root / "results"
+    t0 = time.monotonic()
+    say = (lambda msg: None) if args.quiet else _Progress(t0)
+    opts = RunOptions(results=results, timeout_s=args.timeout_s, repeat=args.repeat, hot=args.hot,
+                      hardware_only=getattr(args, "hardware_only", False), progress=say,
+                      timing={"max_time_s": args.max_time_s, "warmup_s": args.warmup_s})
+    listing = load_listing(root)
+    say(f"hardware: {hw.name} ({hw.device}); {len(paths)} claim(s)")
+    outcomes = [run_one(p, root, hw, opts, listing=listing) for p in paths]
+    if getattr(args, "summary", None):
+        from ..summary import write_summary
+        write_summary(Path(args.summary), hw, outcomes)
+    if args.json:
+        json.dump([{"claim": o.claim_id, "status": o.status.value, "reason": o.reason, "value": o.value,
+                    "ci": [o.ci_low, o.ci_high], "metric": o.metric, "claimed": o.claimed_value,
+                    "hardware": o.hardware, "record": str(o.record_path) if o.record_path else None} for o in outcomes],
+                  sys.stdout, indent=2)
+        print()
+    else:
+        print(format_table(outcomes))
+    failing = [o for o in outcomes if not o.status.ok and not (args.timing == "report" and o.status.is_timing)]
+    return EXIT_FAILED if failing else EXIT_OK
+
+
+class _Progress:
+    """Prints phase changes at once and repeated timing rounds at most every 2 s."""
+
+    def __init__(self, t0: float) -> None:
+        self.t0, self.last_round = t0, 0.0
+
+    def __call__(self, msg: str) -> None:
+        now = time.monotonic()
+        if ": timing: round" in msg:
+            if now - self.last_round < 2.0:
+                return
+            self.last_round = now
+        print(f"[{now - self.t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
+
+
+def format_table(outcomes) -> str:
+    rows = [("claim", "hardware", "measured [95% CI]", "claimed", "verdict", "reason")]
+    for o in outcomes:
+        meas = "-" if o.value is None else f"{o.value:.4g} [{o.ci_low:.4g}, {o.ci_high:.4g}]"
+        claimed = "-" if o.claimed_value is None else f"{o.metric} {o.claimed_value:g}"
+        rows.append((o.claim_id, o.hardware[:28], meas, claimed, o.status.value, o.reason))
+    widths = [max(len(r[i]) for r in rows) for i in range(5)]
+    lines = []
+    for r in rows:
+        lines.append("  ".join(v.ljust(w) for v, w in zip(r[:5], widths)) + "  " + r[5][:160])
+    n = {s: sum(1 for o in outcomes if o.status.value == s) for s in {o.status.value for o in outcomes}}
+    lines.append(", ".join(f"{v} {k}" for k, v in sorted(n.items())))
+    return "\n".join(lines)

@@ -1,0 +1,111 @@
+"""Isolation: one child process per claim, with a time limit, talking over a private pipe.
+
+A segfault, an illegal memory access, ``os._exit``, a hang or an out-of-memory ends only that
+child; the parent turns it into ``error`` or ``timeout`` and every other claim goes on. The
+child's process group is killed on timeout, so threads and grandchildren are reaped too.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+TAIL_BYTES = 4000
+
+
+def run_child(job: dict, *, env_extra: dict, timeout_s: float, cwd: Path,
+              progress: Optional[Callable[[str], None]] = None) -> dict:
+    """Run ``claimbench.worker`` on ``job``; always returns a result dict."""
+    rfd, wfd = os.pipe()
+    env = {**os.environ, **env_extra, "PYTHONUNBUFFERED": "1"}
+    env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+    log_path = Path(job.get("log_path") or os.devnull)
+    log_path.parent.mkdir(parents=True, exist_ok=True) if job.get("log_path") else None
+    job = {**job, "result_fd": wfd}
+    with open(log_path, "wb") as log:
+        proc = subprocess.Popen([sys.executable, "-m", "claimbench.worker"], stdin=subprocess.PIPE,
+                                stdout=log, stderr=subprocess.STDOUT, pass_fds=(wfd,), env=env,
+                                cwd=str(cwd), start_new_session=True)
+        os.close(wfd)
+        try:
+            proc.stdin.write(json.dumps(job).encode())
+            proc.stdin.close()
+        except BrokenPipeError:
+            pass
+        result, buf = None, b""
+        deadline = time.monotonic() + timeout_s
+        timed_out = False
+        while True:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                timed_out = True
+                break
+            ready, _, _ = select.select([rfd], [], [], min(left, 0.5))
+            if not ready:
+                if proc.poll() is not None and not _readable(rfd):
+                    break
+                continue
+            chunk = os.read(rfd, 1 << 16)
+            if not chunk:
+                break
+            buf += chunk
+            while b"\n" in buf:
+                line, buf = buf.split(b"\n", 1)
+                try:
+                    msg = json.loads(line)
+                except json.JSONDecodeError:
+                    continue
+                if "progress" in msg and progress:
+                    progress(str(msg["progress"]))
+                if "result" in msg:
+                    result = msg["result"]
+        os.close(rfd)
+        _reap(proc, kill=timed_out or result is None)
+    tail = _tail(log_path) if job.get("log_path") else ""
+    if timed_out:
+        return {"outcome": "timeout", "outcome_reason": f"no result within the {timeout_s:g} s limit; the process group was killed"}
+    if result is None:
+        code = proc.returncode
+        why = f"killed by signal {signal.Signals(-code).name}" if code and code < 0 else f"exited with status {code}"
+        last = tail.strip().splitlines()[-1:] if tail.strip() else []
+        return {"outcome": "error", "outcome_reason": f"the claim's process {why} before reporting" + (f": {last[0][:300]}" if last else "")}
+    return result
+
+
+def _readable(fd: int) -> bool:
+    r, _, _ = select.select([fd], [], [], 0)
+    return bool(r)
+
+
+def _reap(proc: subprocess.Popen, kill: bool) -> None:
+    if kill:
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+    try:
+        proc.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait()
+    try:  # the worker's own stragglers (threads die with it; grandchildren may not)
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _tail(path: Path) -> str:
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - TAIL_BYTES))
+            return f.read().decode("utf-8", "replace")
+    except OSError:
+        return ""

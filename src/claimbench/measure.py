@@ -1,0 +1,112 @@
+"""The timed part of a claim, inside the child: rounds, re-checks, ceilings, the floor inputs.
+
+Between rounds the operand buffers keep their addresses but get new contents, so a kernel that
+caches by pointer, shape or call count returns stale answers; a sampled output of every round
+is checked against a reference computed only after that round's calls are done.
+"""
+
+from __future__ import annotations
+
+import random
+import threading
+from typing import Any
+
+import torch
+
+from . import guard, verify
+from .timing import TimingConfig, make_timer, measure_pair
+
+
+class RecheckHooks:
+    def __init__(self, session, params: dict, kops: tuple, bops: tuple, seed: int) -> None:
+        self.s, self.params, self.kops, self.bops, self.seed = session, params, kops, bops, seed
+        self.rng = random.Random(seed)
+        self.pristine: tuple | None = None
+        self.held: list = []
+        self.pick = 0
+        self.count = 0
+        self.checked = 0
+        self.failures: list[str] = []
+        self.calls = 1
+
+    def before_round(self, r: int) -> None:
+        self.finish_round()
+        inputs = self.s.inputs(self.seed + 104729 * (r + 1), self.params)
+        kn, bn = self.s.operands(inputs)
+        for dst, src in list(zip(self.kops, kn)) + list(zip(self.bops, bn)):
+            if isinstance(dst, torch.Tensor):
+                with torch.no_grad():
+                    torch.Tensor.copy_(dst, src)
+        self.pristine = verify.clone_all(inputs)
+        self.pick = self.rng.randrange(max(1, self.calls))
+        self.count = 0
+
+    def after_sample(self, side: str, r: int, out: Any) -> None:
+        outs = verify.outputs(out) if out is not None else ()
+        if side == "kernel":
+            if self.count == self.pick:
+                self.held.append(tuple(t.detach().clone() for t in outs))
+            self.count += 1
+        verify.poison(outs)
+
+    def finish_round(self) -> None:
+        if self.pristine is None or not self.held:
+            return
+        ref = self.s.ref(self.pristine)
+        for outs in self.held:
+            res = verify.compare_all(outs, ref, self.s.claim.correctness)
+            self.checked += 1
+            if not res["passed"]:
+                self.failures.append(res["reason"])
+        verify.poison(self.held, ref)
+        self.held = []
+
+
+def measure_claim(s, job: dict) -> dict:
+    claim, device = s.claim, s.device
+    params = dict(claim.workload.params)
+    seed = job["seeds"]["timing"]
+    inputs = s.inputs(seed, params)
+    kops, bops = s.operands(inputs)
+    out_k = verify.outputs(s.kernel(*kops))
+    tensor_bytes = verify.nbytes(inputs) + verify.nbytes(out_k)
+    verify.poison(out_k)
+    del out_k
+    cfg = TimingConfig.for_device(device, **{k: v for k, v in job.get("timing", {}).items() if v is not None})
+    timer_kw = {}
+    if device == "cuda":
+        props = torch.cuda.get_device_properties(0)
+        timer_kw["l2_bytes"] = int(getattr(props, "L2_cache_size", 50 << 20))
+    timer = make_timer(device, cfg, **timer_kw)
+    hooks = RecheckHooks(s, params, kops, bops, seed)
+    hooks.calls = cfg.calls_per_round
+    threads_before = set(threading.enumerate())
+    s.say("warm-up")
+    pair = measure_pair(lambda: s.kernel(*kops), lambda: s.baseline(*bops), timer, cfg, hooks=hooks,
+                        progress=lambda phase, detail: s.say(f"{phase}: {detail}"))
+    hooks.finish_round()
+    rejections = [f"kernel {t}" for t in guard.new_threads(threads_before)]
+    if hooks.failures:
+        rejections.append(f"timed calls returned wrong answers ({len(hooks.failures)} of {hooks.checked} checked): {hooks.failures[0]}")
+    if device == "cuda":
+        from .timing_cuda import check_streams
+        ok, why = check_streams(lambda: s.kernel(*kops))
+        if not ok:
+            rejections.append(why)
+    out = {"timing": pair.to_dict(), "tensor_bytes": float(tensor_bytes), "measure_rejections": rejections,
+           "timed_checks": {"checked": hooks.checked, "failed": len(hooks.failures)}}
+    out["ceilings"] = _ceilings(job, device)
+    return out
+
+
+def _ceilings(job: dict, device: str) -> dict | None:
+    from pathlib import Path
+
+    from .ceilings import load_or_measure
+    from .hardware import Hardware
+    if not job.get("hardware"):
+        return None
+    hw = Hardware.from_dict(job["hardware"])
+    dtypes = tuple(sorted({job["dtype"], "float32"}))
+    c = load_or_measure(Path(job["ceilings_cache"]), hw, dtypes)
+    return c.to_dict()

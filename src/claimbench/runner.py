@@ -1,0 +1,192 @@
+"""The runner: check, detect, match, execute in a child, decide, record. One claim at a time.
+
+The parent never imports a kernel. It decides the verdict from the child's plain data with the
+same pure function ``audit`` uses, then writes the record itself.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Optional
+
+from . import __version__, backends, expr
+from .errors import UsageError
+from .hardware import Hardware, blockers, matches
+from .policy import check_file
+from .record import Record, sha256_file, utc_now, write_record
+from .seeds import draw_seeds
+from .srcgraph import claim_sources
+from .status import Status
+from .verdict import Evidence, Samples, decide
+
+CPU_CHECK_DTYPES = ("float64", "float32", "float16")
+
+
+@dataclass(frozen=True)
+class RunOptions:
+    results: Path
+    timeout_s: float = 900.0
+    repeat: int = 1
+    hot: bool = False
+    hardware_only: bool = False
+    progress: Optional[Callable[[str], None]] = None
+    timing: dict = field(default_factory=dict)
+    ceilings_cache: Optional[Path] = None
+
+
+@dataclass(frozen=True)
+class Outcome:
+    claim_id: str
+    path: Path
+    status: Status
+    reason: str
+    record_path: Optional[Path] = None
+    value: Optional[float] = None
+    ci_low: Optional[float] = None
+    ci_high: Optional[float] = None
+    metric: Optional[str] = None
+    claimed_value: Optional[float] = None
+    hardware: str = ""
+
+
+def run_claims(paths: list[Path], root: Path, opts: RunOptions, hw: Optional[Hardware] = None) -> tuple[Hardware, list[Outcome]]:
+    from .detect import detect
+    from .project import load_listing
+    hw = hw or detect(root)
+    listing = load_listing(root)
+    return hw, [run_one(p, root, hw, opts, listing=listing) for p in paths]
+
+
+def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listing=None) -> Outcome:
+    say = opts.progress or (lambda msg: None)
+    checked = check_file(Path(claim_path), root, listing)
+    if not checked.ok:
+        first = checked.problems[0] if checked.problems else None
+        cid = checked.claim.id if checked.claim else Path(claim_path).stem
+        return Outcome(cid, Path(claim_path), Status.REJECTED, f"policy: {first}" if first else "policy", hardware=hw.name)
+    claim = checked.claim
+    ok, why = matches(claim.hardware, hw)
+    if not ok and opts.hardware_only:
+        return Outcome(claim.id, Path(claim_path), Status.SKIPPED, why, hardware=hw.name,
+                       metric=claim.claimed.metric, claimed_value=claim.claimed.value)
+    device = claim.hardware.device if ok else "cpu"
+    if ok:
+        dtype = claim.precision.dtype
+    else:
+        dtype = claim.precision.check_dtype or (claim.precision.dtype if claim.precision.dtype in CPU_CHECK_DTYPES else "float32")
+    kpath = root / claim.kernel.impl.rpartition(":")[0]
+    names = [claim.kernel.backend or backends.infer(kpath), claim.baseline.backend or backends.infer(root / claim.baseline.impl.rpartition(":")[0])]
+    seeds = draw_seeds(claim.correctness.trials)
+    job = {"root": str(root), "claim": claim.model_dump(mode="json"), "device": device, "dtype": dtype,
+           "mode": "measured" if ok else "correctness-only", "seeds": seeds, "hardware": hw.to_dict(),
+           "timing": {**opts.timing, "hot": opts.hot or None},
+           "ceilings_cache": str(opts.ceilings_cache or (opts.results / ".cache")),
+           "log_path": str(opts.results / ".cache" / "logs" / f"{claim.id}.log")}
+    say(f"{claim.id}: {'measuring on ' + hw.name if ok else 'correctness on CPU (' + why + ')'}")
+    results = []
+    for i in range(max(1, opts.repeat) if ok else 1):
+        if claim.hardware.count > 1 and ok:
+            from .distributed import run_distributed
+            res = run_distributed(job, claim.hardware.count, opts.timeout_s)
+        else:
+            from .execute import run_child
+            res = run_child(job, env_extra=backends.child_env(names, device), timeout_s=opts.timeout_s, cwd=root,
+                            progress=lambda m: say(f"{claim.id}: {m}"))
+        results.append(res)
+        if res.get("outcome") or (res.get("correctness") or {}).get("passed") is not True:
+            break
+    rec = build_record(claim, Path(claim_path), root, hw, results, matched=(ok, why), dtype=dtype, device=device)
+    path = write_record(opts.results, rec)
+    try:
+        from .index import append_index
+        append_index(opts.results, path, rec)
+    except ImportError:
+        pass
+    return Outcome(claim.id, Path(claim_path), Status(rec.verdict), rec.reason, path, rec.value, rec.ci_low,
+                   rec.ci_high, claim.claimed.metric, claim.claimed.value, hw.name)
+
+
+def _side(results: list[dict], side: str) -> dict:
+    out = {"samples_us": [], "rounds": [], "processes": [], "dropped_us": []}
+    meds = []
+    for i, res in enumerate(results):
+        t = ((res.get("timing") or {}).get(side)) or {}
+        xs = list(t.get("samples_us") or [])
+        out["samples_us"] += xs
+        out["rounds"] += list(t.get("rounds") or [0] * len(xs))
+        out["processes"] += [i] * len(xs)
+        out["dropped_us"] += list(t.get("dropped_us") or [])
+        if t.get("median_us") is not None:
+            meds.append(t["median_us"])
+    if out["samples_us"]:
+        import numpy as np
+        xs = np.asarray(out["samples_us"])
+        out["median_us"] = float(np.median(xs))
+        out["iqr_us"] = float(np.percentile(xs, 75) - np.percentile(xs, 25))
+    return out
+
+
+def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: list[dict], *, matched, dtype, device) -> Record:
+    """Everything the child reported plus what only the parent knows, and the verdict on it."""
+    ok, why = matched
+    last = results[-1]
+    outcome = next((r.get("outcome") for r in results if r.get("outcome")), None)
+    outcome_reason = next((r.get("outcome_reason", "") for r in results if r.get("outcome")), "")
+    if outcome == "error" and not ok:  # the CPU path of a GPU kernel may not exist: no verdict from that
+        outcome, outcome_reason = None, ""
+        last = {"correctness": {"passed": None, "reason": f"CPU correctness check could not run: {results[-1].get('outcome_reason', '')}"}}
+    corr = dict(last.get("correctness") or {})
+    corrs = [r.get("correctness") or {} for r in results]
+    if corrs and all(c.get("passed") is True for c in corrs):
+        corr["passed"] = True
+    elif any(c.get("passed") is False for c in corrs):
+        corr = next(c for c in corrs if c.get("passed") is False)
+    rejections = sorted({x for r in results for x in r.get("rejections", [])})
+    params = dict(claim.workload.params)
+    flops = expr.evaluate(claim.workload.flops, params) if claim.workload.flops else None
+    nbytes = expr.evaluate(claim.workload.bytes, params) if claim.workload.bytes else None
+    k, b = _side(results, "kernel"), _side(results, "baseline")
+    timing = last.get("timing") or {}
+    ceil = last.get("ceilings") or {}
+    floor, term = None, ""
+    tensor_bytes = last.get("tensor_bytes")
+    if ceil and ok:
+        from .ceilings import Ceilings, floor_us
+        cache = (hw.gpus[0].l2_bytes if hw.gpus else 0) if device == "cuda" else (hw.cpu.llc_bytes or 0)
+        floor, term = floor_us(flops, nbytes, Ceilings.from_dict(ceil), dtype, cold=timing.get("mode") == "cold",
+                               working_set_bytes=float(tensor_bytes or 0), cache_bytes=float(cache or 0))
+    throttled = any(bool((r.get("timing") or {}).get("throttled_majority")) for r in results)
+    ev = Evidence(
+        metric=claim.claimed.metric, claimed_value=claim.claimed.value, tolerance=claim.claimed.tolerance,
+        flops=flops, bytes=nbytes, outcome=outcome, outcome_reason=outcome_reason, rejections=tuple(rejections),
+        correctness_passed=corr.get("passed"), correctness_reason=corr.get("reason", ""),
+        hardware_match=ok, hardware_reason=why, blockers=tuple(blockers(hw)) if ok and device == "cuda" else (),
+        kernel=Samples(k["samples_us"], k["rounds"], k["processes"]) if k["samples_us"] else None,
+        baseline=Samples(b["samples_us"], b["rounds"], b["processes"]) if b["samples_us"] else None,
+        floor_us=floor, floor_term=term, throttled_majority=throttled, tensor_bytes=tensor_bytes)
+    v = decide(ev)
+    sources = {p for p in claim_sources(root, claim)}
+    sources |= {(root / rel).resolve() for r in results for rel in r.get("loaded_sources", [])}
+    results_dir = (root / "results").resolve()
+    hashes = {str(p.relative_to(root.resolve())): sha256_file(p) for p in sorted(sources)
+              if p.is_file() and p.is_relative_to(root.resolve()) and not p.is_relative_to(results_dir)}
+    protocol = {key: timing.get(key) for key in ("mode", "timer", "warmup_s", "warmup_calls", "stop_reason", "flush_bytes",
+                                                 "l2_reset", "calls_per_block", "n_rounds", "elapsed_s", "config")}
+    protocol.update(device=device, dtype=dtype, repeat=len(results), timed_checks=last.get("timed_checks"),
+                    dropped_throttled={s: ((last.get("timing") or {}).get(s) or {}).get("dropped_throttled", 0) for s in ("kernel", "baseline")},
+                    autotune=last.get("autotune"), torch_threads=last.get("torch_threads"), topology=last.get("topology"))
+    seeds = last.get("seeds") or {}
+    return Record(
+        claim_id=claim.id, created_utc=utc_now(), harness_version=__version__,
+        git_commit=hw.software.git_commit, git_dirty=hw.software.git_dirty,
+        claim_sha256=sha256_file(claim_path), claim_path=str(claim_path.resolve().relative_to(root.resolve())) if claim_path.resolve().is_relative_to(root.resolve()) else str(claim_path),
+        source_sha256=hashes, seeds=[*seeds.get("trials", []), *seeds.get("sensitivity", []), seeds.get("timing", 0)],
+        hardware={**hw.to_dict(), "slug": hw.slug, "name": hw.name}, hardware_match=ok, hardware_reason=why,
+        blockers=list(ev.blockers), mode="measured" if ok else "correctness-only",
+        claimed=claim.claimed.model_dump(), precision=claim.precision.model_dump(), flops=flops, bytes=nbytes,
+        tensor_bytes=tensor_bytes, protocol=protocol, correctness=corr, rejections=rejections,
+        outcome=outcome, outcome_reason=outcome_reason, kernel=k, baseline=b, throttled_majority=throttled,
+        ceilings=ceil, floor_us=floor, floor_term=term, verdict=v.status.value, reason=v.reason,
+        value=v.value, ci_low=v.ci_low, ci_high=v.ci_high, published_value=v.published_value)

@@ -1,0 +1,79 @@
+"""The child process: runs one claim's stages and sends plain data back to the parent.
+
+Order matters for honesty. Timers are bound and torch is snapshotted before any kernel module is
+imported. The kernel is always called before the baseline and the reference on the same inputs,
+and every output is poisoned with NaN before it is freed, so neither ``gc`` nor memory that
+``torch.empty`` hands out again holds an answer while the kernel runs. The parent writes the
+record; this process only reports.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import traceback
+from pathlib import Path
+from typing import Any
+
+from . import timing  # noqa: F401  (binds perf_counter_ns before kernels are imported)
+
+
+def _emit(fd: int, obj: dict) -> None:
+    os.write(fd, (json.dumps(obj, default=str, allow_nan=True) + "\n").encode())
+
+
+def main() -> int:
+    job = json.loads(sys.stdin.read())
+    fd = int(job["result_fd"])
+    try:
+        result = run_job(job, progress=lambda msg: _emit(fd, {"progress": msg}))
+    except BaseException as e:  # report, never raise: the parent turns it into `error`
+        result = {"outcome": "error", "outcome_reason": f"{type(e).__name__}: {e}".splitlines()[0][:500],
+                  "traceback": traceback.format_exc()[-4000:]}
+    _emit(fd, {"result": result})
+    os.close(fd)
+    sys.stdout.flush()
+    os._exit(0)  # skip interpreter teardown: a kernel's atexit hooks cannot rewrite anything
+
+
+def run_job(job: dict, progress) -> dict:
+    import torch
+
+    from . import guard, verify
+    from .claim import Claim
+
+    root = Path(job["root"]).resolve()
+    claim = Claim.model_validate(job["claim"])
+    device = job["device"]
+    dtype = job["dtype"]
+    from .loader import load, project_modules
+    from .session import Session
+
+    s = Session(claim, root, device, dtype, load, progress)
+    # Taken after the kernel modules loaded: torch rebinds a few names lazily on first use of
+    # its submodules, and import-time patching is the static rules' job (rules.py).
+    guard.prime()
+    snap = guard.Snapshot()
+    snap.add("baseline", s.baseline)
+    res: dict[str, Any] = {"rejections": [], "seeds": job["seeds"]}
+    problems = s.static_and_seed_checks(job["seeds"]["sensitivity"])
+    res["rejections"] += problems
+    if not problems:
+        corr = s.correctness(job["seeds"]["trials"], measured=job["mode"] == "measured",
+                             check_params=job.get("check_params", True))
+        res["correctness"] = corr
+        res["rejections"] += corr.pop("rejections", [])
+        if job["mode"] == "measured" and corr["passed"] and not res["rejections"]:
+            res.update(s.measure(job))
+            res["rejections"] += res.pop("measure_rejections", [])
+    changed = [n for n in snap.changed(lambda n: s.baseline if n == "baseline" else guard._current(n))]
+    if changed:
+        res["rejections"].append(f"functions changed behind the harness's back: {', '.join(sorted(changed)[:5])}")
+    res["loaded_sources"] = project_modules(root)
+    res["torch_threads"] = torch.get_num_threads()
+    return res
+
+
+if __name__ == "__main__":
+    sys.exit(main())
