@@ -124,8 +124,10 @@ def check_kernel_source(root: Path, claim: Claim, claim_path: str) -> list[Probl
                 d = dotted(node, al) or ""
                 if any(d == f"{a}.{b}" or d.startswith(f"{a}.{b}.") for a, b in BANNED_ATTRS):
                     add(f, node.lineno, "kernel.impl", f"uses `{d}`, which reaches into the interpreter's state; kernels may not")
-                if node.attr in ("__globals__", "__code__", "f_back", "f_locals", "f_globals", "__builtins__", "__subclasses__"):
+                if node.attr in ("__globals__", "__code__", "f_back", "f_locals", "f_globals", "__builtins__", "__subclasses__", "__dict__"):
                     add(f, node.lineno, "kernel.impl", f"uses `.{node.attr}`, which reaches into the interpreter's state; kernels may not")
+            if isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__", "__spec__"):
+                add(f, node.lineno, "kernel.impl", f"uses `{node.id}`, which reaches around the import rules; kernels may not")
             targets = []
             if isinstance(node, (ast.Assign, ast.Delete)):
                 targets = node.targets

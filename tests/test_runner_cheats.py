@@ -1,0 +1,122 @@
+"""The exploit fixtures: every cheat must be kept from `verified`, through the real runner.
+
+Each case writes a claim into a temporary project (a copy of tests/fixtures) and runs it with
+`run_one`: policy, a child process, verification, timing and the verdict, as `claimbench run` does.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from claimbench.detect import detect
+from claimbench.runner import RunOptions, run_one
+from claimbench.status import Status
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+TEMPLATE = """\
+id: {id}
+title: fixture {id}
+entry: Online Normalizer Calculation for Softmax
+source: {{kind: implementer-report, title: fixture, url: "https://example.org/x", locator: "s1"}}
+hardware: {{device: cpu, model: ["*"]}}
+workload:
+  inputs: kernels/softmax_cpu.py:make_inputs
+  params: {{rows: 64, cols: 250}}
+  check_params: [{{rows: 3, cols: 17}}, {{rows: 1, cols: 1}}]
+  bytes: "{bytes}"
+{flops}precision: {{dtype: float32}}
+kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
+baseline: {{name: torch.softmax, impl: kernels/softmax_cpu.py:torch_softmax}}
+correctness:
+  method: allclose
+  reference: kernels/softmax_cpu.py:reference_fp64
+  max_rel_l2: 1.0e-5
+  rtol: 1.0e-5
+  atol: 1.0e-6
+  trials: 2
+  forbidden: [torch.softmax, torch.nn.functional.softmax]
+claimed: {{metric: speedup, value: 0.01, tolerance: 0.05}}
+"""
+
+# cheat file -> statuses it may end in (never verified), and a word the reason must contain
+CASES = {
+    "zeros": ({Status.INCORRECT}, "zeros"),
+    "nan": ({Status.INCORRECT}, "NaN"),
+    "empty_like": ({Status.INCORRECT, Status.REJECTED}, ""),
+    "mutate_input": ({Status.REJECTED, Status.INCORRECT}, "mutated"),
+    "data_ptr_cache": ({Status.REJECTED, Status.INCORRECT}, "wrong answers"),
+    "first_n_calls": ({Status.REJECTED, Status.INCORRECT}, "wrong answers"),
+    "tail_drop": ({Status.INCORRECT}, ""),
+    "lower_precision": ({Status.INCORRECT}, "rel L2"),
+    "calls_baseline": ({Status.REJECTED}, "baseline"),
+    "getattr_forbidden": ({Status.REJECTED}, "forbidden"),
+    "torch_ops_forbidden": ({Status.REJECTED}, "forbidden op"),
+    "patch_timer": ({Status.REJECTED}, ""),
+    "slow_baseline": ({Status.REJECTED}, "torch.softmax"),
+    "slow_baseline_hidden": ({Status.REJECTED}, ""),
+    "gc_dig": ({Status.REJECTED}, "gc"),
+    "gc_dig_hidden": ({Status.REJECTED}, ""),
+    "subclass_liar": ({Status.REJECTED, Status.INCORRECT}, "subclass"),
+    "late_thread": ({Status.REJECTED, Status.INCORRECT}, ""),
+    "crash_exit": ({Status.ERROR}, "status 3"),
+    "crash_raise": ({Status.ERROR}, "exploded"),
+}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    root = tmp_path_factory.mktemp("proj")
+    shutil.copytree(FIXTURES / "kernels", root / "kernels")
+    shutil.copy(FIXTURES / "LIST.md", root / "LIST.md")
+    (root / "claims").mkdir()
+    return root
+
+
+@pytest.fixture(scope="module")
+def hw(project):
+    return detect(project)
+
+
+def _run(project, hw, name, file, *, bytes_="8 * rows * cols", flops="", timeout_s=120.0):
+    text = TEMPLATE.format(id=name.replace("_", "-"), file=file, bytes=bytes_, flops=flops)
+    path = project / "claims" / f"{name.replace('_', '-')}.yaml"
+    path.write_text(text)
+    opts = RunOptions(results=project / "results", timeout_s=timeout_s,
+                      timing={"max_time_s": 0.3, "warmup_s": 0.05})
+    return run_one(path, project, hw, opts)
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_cheat_is_never_verified(project, hw, name):
+    allowed, word = CASES[name]
+    out = _run(project, hw, name, name)
+    assert out.status != Status.VERIFIED
+    assert out.status in allowed, (out.status, out.reason)
+    assert word.lower() in out.reason.lower(), out.reason
+
+
+def test_hang_is_a_timeout_and_the_next_claim_still_runs(project, hw):
+    out = _run(project, hw, "crash_hang", "crash_hang", timeout_s=8.0)
+    assert out.status == Status.TIMEOUT
+    after = _run(project, hw, "zeros_after_hang", "zeros")
+    assert after.status == Status.INCORRECT
+
+
+def test_inflated_bytes_are_rejected(project, hw):
+    out = _run(project, hw, "inflated_bytes", "honest", bytes_="1000 * rows * cols")
+    assert out.status == Status.REJECTED and "declared bytes" in out.reason
+
+
+def test_beating_the_physics_floor_is_rejected(project, hw):
+    out = _run(project, hw, "beats_floor", "honest", flops='  flops: "1.0e15 * rows"\n')
+    assert out.status == Status.REJECTED and "physics floor" in out.reason
+
+
+def test_honest_kernel_gets_a_timing_verdict_and_a_record(project, hw):
+    out = _run(project, hw, "honest_run", "honest")
+    assert out.status in (Status.VERIFIED, Status.INCONCLUSIVE, Status.REFUTED), out.reason
+    assert out.record_path is not None and out.record_path.is_file()
