@@ -21,7 +21,7 @@ from .srcgraph import claim_sources
 from .status import Status
 from .verdict import Evidence, Samples, decide
 
-CPU_CHECK_DTYPES = ("float64", "float32", "float16")
+CPU_CHECK_DTYPES = ("float64", "float32", "float16", "int64", "int32", "int8", "uint8")  # what CPU torch computes
 
 
 @dataclass(frozen=True)

@@ -112,7 +112,8 @@ def poison(*tensors: Any) -> None:
 def bitwise_equal(a: torch.Tensor, b: torch.Tensor) -> bool:
     if a.shape != b.shape or a.dtype != b.dtype:
         return False
-    return bool(torch.equal(a.detach().contiguous().view(torch.uint8), b.detach().contiguous().view(torch.uint8)))
+    return bool(torch.equal(a.detach().reshape(-1).contiguous().view(torch.uint8),
+                            b.detach().reshape(-1).contiguous().view(torch.uint8)))
 
 
 def clone_all(items) -> tuple:
