@@ -77,6 +77,13 @@ def measure_claim(s, job: dict) -> dict:
     if device == "cuda":
         props = torch.cuda.get_device_properties(0)
         timer_kw["l2_bytes"] = int(getattr(props, "L2_cache_size", 50 << 20))
+        gpu0 = ((job.get("hardware") or {}).get("gpus") or [{}])[0]
+        if gpu0.get("max_sm_clock_mhz"):
+            timer_kw["max_sm_clock_mhz"] = gpu0["max_sm_clock_mhz"]
+        from .detect import Nvml
+        timer_kw["nvml"] = Nvml.open()  # throttle reasons and clocks per sample; None without NVML
+        if gpu0.get("nvml_index") is not None:
+            timer_kw["nvml_index"] = gpu0["nvml_index"]
     timer = make_timer(device, cfg, **timer_kw)
     hooks = RecheckHooks(s, params, kops, bops, seed)
     hooks.calls = cfg.calls_per_round

@@ -79,6 +79,13 @@ def _structure(doc: Document) -> list[Problem]:
             state = "is empty" if key in doc.data else "is missing"
             out.append(Problem(doc.path, doc.line_of((key,)), key,
                                f"`{key}` {state}: {why}, so this number would be omitted; add a `{key}:` block (see README, 'The claim format')"))
+    if out:  # a misspelt block reads as a missing one; name the typo too, since pydantic never runs
+        known = list(Claim.model_fields)
+        for key in doc.data:
+            if str(key) not in known:
+                near = difflib.get_close_matches(str(key), known, n=1, cutoff=0.6)
+                hint = f"; did you mean `{near[0]}`?" if near else f"; known keys: {', '.join(known)}"
+                out.append(Problem(doc.path, doc.line_of((key,)), str(key), f"unknown key{hint}"))
     return out
 
 

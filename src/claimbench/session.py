@@ -45,6 +45,7 @@ class Session:
         return as_t(k), as_t(b)
 
     def ref(self, pristine: tuple) -> tuple:
+        """The float64 answer, copied to the CPU; the device copy is poisoned before it is freed."""
         if self.reference is not None:
             out = self.reference(*verify.clone_all(pristine))
         else:
@@ -53,7 +54,10 @@ class Session:
             ops = tuple(o.to(torch.float64) if isinstance(o, torch.Tensor) and o.is_floating_point() else o
                         for o in (ops if isinstance(ops, (tuple, list)) else (ops,)))
             out = self.baseline(*ops)
-        return tuple(t.detach().to("cpu", torch.float64) for t in verify.outputs(out))
+        outs = verify.outputs(out)
+        kept = tuple(t.detach().to("cpu", torch.float64).clone() for t in outs)
+        verify.poison(outs)
+        return kept
 
     def static_and_seed_checks(self, seeds: list[int]) -> list[str]:
         params = self._shapes(measured=False)[0]
