@@ -102,18 +102,19 @@ def measure_claim(s, job: dict) -> dict:
             rejections.append(why)
     out = {"timing": pair.to_dict(), "tensor_bytes": float(tensor_bytes), "measure_rejections": rejections,
            "timed_checks": {"checked": hooks.checked, "failed": len(hooks.failures)}}
-    out["ceilings"] = _ceilings(job, device)
+    out["autotune"] = autotune_choices(s)
     return out
 
 
-def _ceilings(job: dict, device: str) -> dict | None:
-    from pathlib import Path
-
-    from .ceilings import load_or_measure
-    from .hardware import Hardware
-    if not job.get("hardware"):
-        return None
-    hw = Hardware.from_dict(job["hardware"])
-    dtypes = tuple(sorted({job["dtype"], "float32"}))
-    c = load_or_measure(Path(job["ceilings_cache"]), hw, dtypes)
-    return c.to_dict()
+def autotune_choices(s) -> dict:
+    """The configs Triton's autotuners picked, keyed by kernel: part of the protocol record."""
+    import sys
+    out = {}
+    for mod in list(sys.modules.values()):
+        if not (getattr(mod, "__name__", "") or "").startswith("kernels"):
+            continue
+        for name, obj in list(vars(mod).items()):
+            cache = getattr(obj, "cache", None)
+            if type(obj).__name__ == "Autotuner" and isinstance(cache, dict) and cache:
+                out[f"{mod.__name__}.{name}"] = {str(k): str(v) for k, v in list(cache.items())[:8]}
+    return out

@@ -82,9 +82,17 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
     job = {"root": str(root), "claim": claim.model_dump(mode="json"), "device": device, "dtype": dtype,
            "mode": "measured" if ok else "correctness-only", "seeds": seeds, "hardware": hw.to_dict(),
            "timing": {**opts.timing, "hot": opts.hot or None},
-           "ceilings_cache": str(opts.ceilings_cache or (opts.results / ".cache")),
            "log_path": str(opts.results / ".cache" / "logs" / f"{claim.id}.log")}
     say(f"{claim.id}: {'measuring on ' + hw.name if ok else 'correctness on CPU (' + why + ')'}")
+    ceilings = None
+    if ok:
+        from .execute import run_ceilings
+        cache = opts.ceilings_cache or (opts.results / ".cache")
+        try:
+            ceilings = run_ceilings(hw.to_dict(), sorted({dtype, "float32"}), cache, env_extra={})
+        except Exception as e:  # no ceilings, no floor and no sol_fraction: said in the record
+            say(f"{claim.id}: {e}")
+    records_before = _tree_state(opts.results / "records")
     results = []
     for i in range(max(1, opts.repeat) if ok else 1):
         if claim.hardware.count > 1 and ok:
@@ -97,6 +105,10 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
         results.append(res)
         if res.get("outcome") or (res.get("correctness") or {}).get("passed") is not True:
             break
+    if _tree_state(opts.results / "records") != records_before:
+        results.append({"outcome": "error", "outcome_reason": "the claim's process wrote into the results folder; only the parent writes records"})
+    for res in results:
+        res["ceilings"] = ceilings
     rec = build_record(claim, Path(claim_path), root, hw, results, matched=(ok, why), dtype=dtype, device=device)
     path = write_record(opts.results, rec)
     try:
@@ -106,6 +118,18 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
         pass
     return Outcome(claim.id, Path(claim_path), Status(rec.verdict), rec.reason, path, rec.value, rec.ci_low,
                    rec.ci_high, claim.claimed.metric, claim.claimed.value, hw.name)
+
+
+def _tree_state(folder: Path) -> dict:
+    """Folder modification times under results/records: a new or removed record shows here."""
+    if not folder.is_dir():
+        return {}
+    state = {str(folder): folder.stat().st_mtime_ns}
+    with os.scandir(folder) as it:
+        for e in it:
+            if e.is_dir(follow_symlinks=False):
+                state[e.path] = e.stat(follow_symlinks=False).st_mtime_ns
+    return state
 
 
 def _side(results: list[dict], side: str) -> dict:
