@@ -139,7 +139,7 @@ class Session:
         if row.get("deterministic") is False:
             row.update(passed=False, reason="not deterministic: two calls on the same operands differ bitwise")
         if null:
-            nm = verify.null_models(ref, corr, expect)
+            nm = verify.null_models(ref, corr, expect, self.claim.precision.dtype)
             row["null_models"] = nm
             passing = [k for k, v in nm.items() if v]
             if passing:
@@ -153,17 +153,17 @@ class Session:
         """Each row alone, in the full batch, and at another position: bitwise the same."""
         inputs = self.inputs(seed, params)
         kops, _ = self.operands(inputs)
-        n = next((t.shape[0] for t in kops if isinstance(t, torch.Tensor) and t.dim() >= 1), 0)
+        n = kops[0].shape[0] if kops and isinstance(kops[0], torch.Tensor) and kops[0].dim() >= 1 else 0
         row = {"seed": seed, "params": params, "dtype": self.dtype, "property": "batch-invariant"}
         if n < 2:
             return {**row, "passed": False, "reason": "batch-invariance needs a batch of at least 2 rows along dim 0"}
         full = verify.outputs(self.kernel(*kops))[0].detach().clone()
+        # only the first operand is the batch: weights and tables are shared by every row
         perm = torch.roll(torch.arange(n), 1)
-        rolled = tuple(t[perm.to(t.device)].contiguous() if isinstance(t, torch.Tensor) and t.dim() >= 1 and t.shape[0] == n else t for t in kops)
+        rolled = (kops[0][perm.to(kops[0].device)].contiguous(),) + tuple(kops[1:])
         shifted = verify.outputs(self.kernel(*rolled))[0].detach()
         for i in sorted({0, n // 2, n - 1}):
-            alone = tuple(t[i:i + 1].contiguous() if isinstance(t, torch.Tensor) and t.dim() >= 1 and t.shape[0] == n else t for t in kops)
-            one = verify.outputs(self.kernel(*alone))[0].detach()
+            one = verify.outputs(self.kernel(kops[0][i:i + 1].contiguous(), *kops[1:]))[0].detach()
             if not verify.bitwise_equal(one[0], full[i]):
                 return {**row, "passed": False, "reason": f"row {i} alone differs bitwise from row {i} in the batch of {n}"}
             j = (i + 1) % n

@@ -15,6 +15,10 @@ LOWER = {
     torch.float64: torch.float32, torch.float32: torch.float16, torch.float16: torch.bfloat16,
     torch.bfloat16: getattr(torch, "float8_e4m3fn", torch.bfloat16),
 }
+# one precision below the claim's own precision (not the CPU check's): the tolerances are the claim's
+LOWER_BY_NAME = {"float64": torch.float32, "float32": torch.float16, "tf32": torch.bfloat16,
+                 "float16": torch.bfloat16, "bfloat16": getattr(torch, "float8_e4m3fn", None),
+                 "float8_e4m3fn": getattr(torch, "float8_e5m2", None)}
 
 
 class NotATensor(Exception):
@@ -81,13 +85,19 @@ def compare_all(outs, refs, corr, expect=None) -> dict:
     return {"passed": not bad, "reason": "; ".join(bad), "outputs": rows}
 
 
-def null_models(refs, corr, out_dtypes) -> dict:
-    """Answers that mean nothing; if one passes the claim's bounds, the bounds mean nothing."""
+def null_models(refs, corr, out_dtypes, claim_dtype: str | None = None) -> dict:
+    """Answers that mean nothing; if one passes the claim's bounds, the bounds mean nothing.
+
+    The lower-precision model rounds the reference one step below the claim's precision (for
+    integer/quantized claims, below the output's dtype)."""
     verdicts = {}
     models = {"zeros": [torch.zeros_like(r) for r in refs]}
     if all(r.dim() >= 1 and r.shape[-1] > 1 for r in refs):
         models["row_mean"] = [r.mean(dim=-1, keepdim=True).expand_as(r).clone() for r in refs]
-    lower = [LOWER.get(d) for d in out_dtypes]
+    if claim_dtype in LOWER_BY_NAME:
+        lower = [LOWER_BY_NAME[claim_dtype] for _ in out_dtypes]
+    else:
+        lower = [LOWER.get(d) for d in out_dtypes]
     if corr.method == "allclose" and all(lo is not None and d.is_floating_point for lo, d in zip(lower, out_dtypes)):
         models["one_precision_lower"] = [r.to(lo).to(torch.float64) for r, lo in zip(refs, lower)]
     for name, vals in models.items():
