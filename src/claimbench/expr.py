@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import math
 import operator
+from functools import lru_cache
 from typing import Mapping
 
 _BINOPS = {
@@ -27,6 +28,16 @@ class ExprError(ValueError):
 
 def parse(text: str, names: set[str] | frozenset[str]) -> ast.Expression:
     """Parse and validate; raise ``ExprError`` naming the first disallowed construct."""
+    return _parse(text, frozenset(names)) if isinstance(text, str) else _parse_uncached(text, names)
+
+
+@lru_cache(maxsize=4096)
+def _parse(text: str, names: frozenset[str]) -> ast.Expression:
+    """Cached: a claim evaluates one expression for every params set, and many claims share one."""
+    return _parse_uncached(text, names)
+
+
+def _parse_uncached(text, names) -> ast.Expression:
     if not isinstance(text, str) or not text.strip():
         raise ExprError("empty expression")
     if len(text) > MAX_LEN:

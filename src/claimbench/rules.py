@@ -8,6 +8,7 @@ frame inspection. The dispatch trace in ``guard.py`` catches what the text hides
 from __future__ import annotations
 
 import ast
+from functools import lru_cache
 from pathlib import Path
 
 from .claim import Claim
@@ -59,14 +60,15 @@ def reachable(root: Path, path: Path, func: str) -> list[tuple[Path, ast.AST, di
             continue
         seen.add((p, name))
         tree = parse(p)
-        al = aliases(tree)
-        node = _functions(tree).get(name)
+        al = file_aliases(p)
+        funcs = _functions(tree)
+        node = funcs.get(name)
         if node is None:
             continue
         out.append((p, node, al))
         for sub in ast.walk(node):
             if isinstance(sub, ast.Name):
-                if sub.id in _functions(tree):
+                if sub.id in funcs:
                     todo.append((p, sub.id))
                 elif sub.id in al:
                     mod, _, attr = al[sub.id].rpartition(".")
@@ -84,6 +86,60 @@ def _forbidden_hit(name: str, forbidden: list[str], resolved: bool) -> str | Non
         if name == f or (not resolved and last == f.split(".")[-1]):
             return f
     return None
+
+
+def module_facts(path: Path) -> tuple:
+    """The claim-independent findings of one module's walk, cached per file version (10,000
+    claims sharing a kernel file walk it once): ("fixed", line, message, None) problems, and
+    ("assign", line, dotted, attr) / ("global", line, names, None) that depend on the claim."""
+    return _module_facts(path, path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=1024)
+def _module_facts(path: Path, mtime_ns: int) -> tuple:
+    tree = parse(path)
+    al = file_aliases(path)
+    out: list[tuple] = []
+    for node in ast.walk(tree):
+        mods = []
+        if isinstance(node, ast.Import):
+            mods = [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            mods = [node.module.split(".")[0]]
+        for m in mods:
+            if m in BANNED_MODULES:
+                out.append(("fixed", node.lineno, f"imports `{m}`, which can reach the harness's memory or code; kernels may not use it", None))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BANNED_CALLS:
+            out.append(("fixed", node.lineno, f"calls `{node.func.id}()`, which hides what the kernel touches; write the call out", None))
+        if isinstance(node, ast.Attribute):
+            d = dotted(node, al) or ""
+            if any(d == f"{a}.{b}" or d.startswith(f"{a}.{b}.") for a, b in BANNED_ATTRS):
+                out.append(("fixed", node.lineno, f"uses `{d}`, which reaches into the interpreter's state; kernels may not", None))
+            if node.attr in ("__globals__", "__code__", "f_back", "f_locals", "f_globals", "__builtins__", "__subclasses__", "__dict__"):
+                out.append(("fixed", node.lineno, f"uses `.{node.attr}`, which reaches into the interpreter's state; kernels may not", None))
+        if isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__", "__spec__"):
+            out.append(("fixed", node.lineno, f"uses `{node.id}`, which reaches around the import rules; kernels may not", None))
+        targets = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for t in targets:
+            if isinstance(t, ast.Attribute):
+                out.append(("assign", node.lineno, dotted(t.value, al) or "", t.attr))
+        if isinstance(node, ast.Global):
+            out.append(("global", node.lineno, tuple(node.names), None))
+    return tuple(out)
+
+
+def file_aliases(path: Path) -> dict[str, str]:
+    """``aliases`` of a file, cached per file version; callers must not mutate the result."""
+    return _file_aliases(path, path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=1024)
+def _file_aliases(path: Path, mtime_ns: int) -> dict[str, str]:
+    return aliases(parse(path))
 
 
 def check_kernel_source(root: Path, claim: Claim, claim_path: str) -> list[Problem]:
@@ -106,40 +162,14 @@ def check_kernel_source(root: Path, claim: Claim, claim_path: str) -> list[Probl
     for f in sorted(files):
         if f.suffix != ".py":
             continue
-        tree = parse(f)
-        al = aliases(tree)
         protected = set(PROTECTED_ROOTS) | ({bmod} if bmod and f != bpath else set())
-        for node in ast.walk(tree):
-            mods = []
-            if isinstance(node, ast.Import):
-                mods = [a.name.split(".")[0] for a in node.names]
-            elif isinstance(node, ast.ImportFrom) and node.module:
-                mods = [node.module.split(".")[0]]
-            for m in mods:
-                if m in BANNED_MODULES:
-                    add(f, node.lineno, "kernel.impl", f"imports `{m}`, which can reach the harness's memory or code; kernels may not use it")
-            if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BANNED_CALLS:
-                add(f, node.lineno, "kernel.impl", f"calls `{node.func.id}()`, which hides what the kernel touches; write the call out")
-            if isinstance(node, ast.Attribute):
-                d = dotted(node, al) or ""
-                if any(d == f"{a}.{b}" or d.startswith(f"{a}.{b}.") for a, b in BANNED_ATTRS):
-                    add(f, node.lineno, "kernel.impl", f"uses `{d}`, which reaches into the interpreter's state; kernels may not")
-                if node.attr in ("__globals__", "__code__", "f_back", "f_locals", "f_globals", "__builtins__", "__subclasses__", "__dict__"):
-                    add(f, node.lineno, "kernel.impl", f"uses `.{node.attr}`, which reaches into the interpreter's state; kernels may not")
-            if isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__", "__spec__"):
-                add(f, node.lineno, "kernel.impl", f"uses `{node.id}`, which reaches around the import rules; kernels may not")
-            targets = []
-            if isinstance(node, (ast.Assign, ast.Delete)):
-                targets = node.targets
-            elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
-                targets = [node.target]
-            for t in targets:
-                if isinstance(t, ast.Attribute):
-                    d = dotted(t.value, al) or ""
-                    if d.split(".")[0] in protected or d in protected:
-                        add(f, node.lineno, "kernel.impl", f"assigns to `{d}.{t.attr}`: patching {d} can slow the baseline or fake the timer")
-            if isinstance(node, ast.Global) and f == bpath and bfunc in node.names:
-                add(f, node.lineno, "kernel.impl", f"rebinds the baseline function `{bfunc}`")
+        for kind, line, a, b in module_facts(f):
+            if kind == "fixed":
+                add(f, line, "kernel.impl", a)
+            elif kind == "assign" and (a.split(".")[0] in protected or a in protected):
+                add(f, line, "kernel.impl", f"assigns to `{a}.{b}`: patching {a} can slow the baseline or fake the timer")
+            elif kind == "global" and f == bpath and bfunc in a:
+                add(f, line, "kernel.impl", f"rebinds the baseline function `{bfunc}`")
     forbidden = list(claim.correctness.forbidden)
     for start, func, key in starts:
         for p, fn, al in reachable(root, start, func):

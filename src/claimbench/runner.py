@@ -34,6 +34,7 @@ class RunOptions:
     progress: Optional[Callable[[str], None]] = None
     timing: dict = field(default_factory=dict)
     ceilings_cache: Optional[Path] = None
+    threads: Optional[int] = None  # CPU threads for the child (torch and OpenMP); None: all cores
 
 
 @dataclass(frozen=True)
@@ -95,12 +96,16 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
     records_before = _tree_state(opts.results / "records")
     results = []
     for i in range(max(1, opts.repeat) if ok else 1):
-        if claim.hardware.count > 1 and ok:
+        if claim.hardware.count > 1:
             from .distributed import run_distributed
-            res = run_distributed(job, claim.hardware.count, opts.timeout_s)
+            res = run_distributed(job, claim.hardware.count, opts.timeout_s,
+                                  progress=lambda m: say(f"{claim.id}: {m}"), env_extra=backends.child_env(names, device))
         else:
             from .execute import run_child
-            res = run_child(job, env_extra=backends.child_env(names, device), timeout_s=opts.timeout_s, cwd=root,
+            env = backends.child_env(names, device)
+            if opts.threads:
+                env["OMP_NUM_THREADS"] = str(opts.threads)
+            res = run_child(job, env_extra=env, timeout_s=opts.timeout_s, cwd=root,
                             progress=lambda m: say(f"{claim.id}: {m}"))
         results.append(res)
         if res.get("outcome") or (res.get("correctness") or {}).get("passed") is not True:

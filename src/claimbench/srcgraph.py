@@ -55,32 +55,44 @@ def module_file(root: Path, dotted: str) -> Path | None:
 
 def imported_project_files(root: Path, path: Path) -> set[Path]:
     """Project modules and data files one module imports or names."""
-    out: set[Path] = set()
     try:
-        tree = parse(path)
+        names, strings = _import_facts(root, path, path.stat().st_mtime_ns)
     except (SyntaxError, OSError, UnicodeDecodeError):
-        return out
+        return set()
+    out: set[Path] = set()
+    for s in strings:
+        cand = (path.parent / s).resolve()
+        if cand.is_file() and cand.is_relative_to(root):
+            out.add(cand)
+    me = path.resolve()
+    for name in names:
+        f = module_file(root, name)
+        if f is not None and f.resolve() != me:
+            out.add(f.resolve())
+    return out
+
+
+@lru_cache(maxsize=2048)
+def _import_facts(root: Path, path: Path, mtime_ns: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Dotted names a module imports and the data-file names in its strings, per file version;
+    whether they exist is asked afresh each time."""
+    tree = parse(path)
     pkg = path.parent.relative_to(root).parts if path.is_relative_to(root) else ()
+    names: list[str] = []
+    strings: list[str] = []
     for node in ast.walk(tree):
-        names: list[str] = []
         if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
+            names.extend(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
                 parent = pkg[: len(pkg) - node.level + 1]
                 mod = ".".join(parent + ((node.module,) if node.module else ()))
             else:
                 mod = node.module or ""
-            names = [mod] + [f"{mod}.{a.name}" for a in node.names]
+            names.extend([mod] + [f"{mod}.{a.name}" for a in node.names])
         elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _CU.search(node.value):
-            cand = (path.parent / node.value).resolve()
-            if cand.is_file() and cand.is_relative_to(root):
-                out.add(cand)
-        for name in names:
-            f = module_file(root, name) if name else None
-            if f is not None and f.resolve() != path.resolve():
-                out.add(f.resolve())
-    return out
+            strings.append(node.value)
+    return tuple(n for n in names if n), tuple(strings)
 
 
 def closure(root: Path, files: set[Path]) -> set[Path]:

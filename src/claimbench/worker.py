@@ -43,6 +43,8 @@ def run_job(job: dict, progress) -> dict:
     from . import guard, verify
     from .claim import Claim
 
+    if os.environ.get("OMP_NUM_THREADS", "").isdigit():
+        torch.set_num_threads(int(os.environ["OMP_NUM_THREADS"]))
     root = Path(job["root"]).resolve()
     claim = Claim.model_validate(job["claim"])
     device = job["device"]

@@ -78,7 +78,8 @@ def parse_document(raw: bytes, shown: str) -> Document:
     if text.startswith("\ufeff"):
         text = text[1:]
     try:
-        _refuse_anchors(text, shown)
+        if "&" in text:  # no anchor without `&`; a lone alias then fails compose as undefined
+            _refuse_anchors(text, shown)
         node = yaml.compose(text, Loader=_Loader)
     except yaml.MarkedYAMLError as e:
         mark = e.problem_mark or e.context_mark

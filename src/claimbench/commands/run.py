@@ -24,6 +24,7 @@ def register(sub) -> None:
     p.add_argument("--warmup-s", type=float, default=None, help="warm-up time per claim")
     p.add_argument("--timing", choices=("gate", "report"), default="gate",
                    help="report: timing verdicts (refuted, inconclusive) do not fail the run")
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for the claim's process (default: all cores)")
     p.add_argument("--quiet", action="store_true")
     try:
         from ..ci_options import add_ci_options
@@ -59,7 +60,7 @@ def run(args) -> int:
     say = (lambda msg: None) if args.quiet else _Progress(t0)
     opts = RunOptions(results=results, timeout_s=args.timeout_s, repeat=args.repeat, hot=args.hot,
                       hardware_only=getattr(args, "hardware_only", False), progress=say,
-                      timing={"max_time_s": args.max_time_s, "warmup_s": args.warmup_s})
+                      timing={"max_time_s": args.max_time_s, "warmup_s": args.warmup_s}, threads=args.threads)
     listing = load_listing(root)
     say(f"hardware: {hw.name} ({hw.device}); {len(paths)} claim(s)")
     outcomes = [run_one(p, root, hw, opts, listing=listing) for p in paths]

@@ -1,0 +1,32 @@
+"""Importing the CLI (every command's register) must not pull in the heavy GPU/data stacks."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+HEAVY = ("torch", "triton", "cupy", "pandas")
+
+PROBE = f"""
+import json, sys
+import claimbench.cli
+claimbench.cli.build_parser()
+print(json.dumps(sorted(m for m in {HEAVY!r} if m in sys.modules)))
+"""
+
+
+def test_cli_import_is_light():
+    out = subprocess.run([sys.executable, "-c", PROBE], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_check_command_is_light(tmp_path):
+    """`claimbench check` itself, not only the parser, stays off torch (it never imports a kernel)."""
+    from pathlib import Path
+    fixtures = Path(__file__).resolve().parent / "fixtures"
+    probe = (f"import sys, json\nfrom claimbench.cli import main\n"
+             f"rc = main(['--root', {str(fixtures)!r}, 'check', {str(fixtures / 'claims' / 'valid')!r}])\n"
+             f"print(json.dumps([rc, sorted(m for m in {HEAVY!r} if m in sys.modules)]))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, []]

@@ -1,0 +1,219 @@
+"""The policy gate: one invalid fixture per rejection rule, each naming the exact key at fault."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from claimbench.listing import parse_list
+from claimbench.policy import check_file, discover, load_claims
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+VALID = FIXTURES / "claims" / "valid" / "softmax-cpu.yaml"
+INVALID = FIXTURES / "claims" / "invalid"
+PWNED = Path("/tmp/pwned")
+
+# file stem -> (exact key of the problem, a phrase the message must contain)
+CASES = {
+    "missing-hardware": ("hardware", "would be omitted"),
+    "missing-workload": ("workload", "would be omitted"),
+    "missing-precision": ("precision", "would be omitted"),
+    "missing-baseline": ("baseline", "would be omitted"),
+    "missing-correctness": ("correctness", "would be omitted"),
+    "missing-source": ("source", "would be omitted"),
+    "missing-claimed": ("claimed", "would be omitted"),
+    "empty-correctness": ("correctness", "is empty"),
+    "empty-file": ("document", "empty"),
+    "source-kind-unknown": ("source.kind", "blog-post"),
+    "source-kind-vendor": ("source.kind", "not performance measurements"),
+    "source-url-missing": ("source.url", "required"),
+    "source-url-ftp": ("source.url", "http(s)"),
+    "unknown-key-typo": ("correctnes", "did you mean `correctness`"),
+    "unknown-key-nested": ("correctness.rtoll", "did you mean `rtol`"),
+    "value-not-number": ("claimed.value", "number"),
+    "trials-zero": ("correctness.trials", "greater than or equal to 1"),
+    "tolerance-negative": ("claimed.tolerance", "greater than or equal to 0"),
+    "tolerance-nan": ("claimed.tolerance", "finite"),
+    "rtol-string": ("correctness.rtol", "number"),
+    "yaml-syntax": ("yaml", "column"),
+    "duplicate-key": ("correctness.rtol", "duplicate key (first at line 30)"),
+    "anchor-alias": ("yaml", "anchors and aliases"),
+    "billion-laughs": ("yaml", "anchors and aliases"),
+    "not-utf8": ("file", "not UTF-8"),
+    "document-list": ("document", "not a mapping"),
+    "id-mismatch": ("id", "does not match the file name"),
+    "entry-unknown": ("entry", "'Online Normalizer Calculation for Softmax'"),
+    "entry-ambiguous": ("entry", "ambiguous"),
+    "impl-file-missing": ("kernel.impl", "does not exist"),
+    "impl-dotdot": ("kernel.impl", "inside kernels/"),
+    "impl-absolute": ("kernel.impl", "inside kernels/"),
+    "impl-function-missing": ("kernel.impl", "did you mean `online_softmax`"),
+    "flops-code": ("workload.flops", "only min, max"),
+    "flops-unknown-name": ("workload.flops", "'colz'"),
+    "tolerance-above-ceiling": ("correctness.max_rel_l2", "tolerance_reason"),
+    "cuda-without-bytes": ("workload.bytes", "cuda"),
+    "kernel-imports-gc": ("kernel.impl", "imports `gc`"),
+}
+
+
+@pytest.fixture(scope="module")
+def listing():
+    return parse_list((FIXTURES / "LIST.md").read_text(encoding="utf-8"), "LIST.md")
+
+
+def _check(path: Path, listing, root: Path = FIXTURES):
+    return check_file(path, root, listing)
+
+
+def _assert_located(problems) -> None:
+    for p in problems:
+        assert p.path and p.line >= 1 and p.key and p.message, p
+        assert "Traceback" not in p.message
+
+
+def test_every_invalid_fixture_is_covered():
+    files = {p.stem for p in INVALID.glob("*.yaml")}
+    assert files == set(CASES)
+
+
+def test_valid_fixture_passes(listing):
+    r = _check(VALID, listing)
+    assert r.ok, [str(p) for p in r.problems]
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_invalid_fixture_names_the_key(name, listing):
+    key, phrase = CASES[name]
+    r = _check(INVALID / f"{name}.yaml", listing)
+    assert not r.ok
+    _assert_located(r.problems)
+    hits = [p for p in r.problems if p.key == key]
+    assert hits, f"expected key {key!r}, got {[str(p) for p in r.problems]}"
+    assert any(phrase in p.message for p in hits), [p.message for p in hits]
+
+
+def test_problem_lines_point_at_the_key(listing):
+    r = _check(INVALID / "trials-zero.yaml", listing)
+    (p,) = r.problems
+    lines = (INVALID / "trials-zero.yaml").read_text().splitlines()
+    assert lines[p.line - 1].strip().startswith("trials:")
+
+
+def test_static_rule_points_at_the_kernel_file(listing):
+    (p,) = _check(INVALID / "kernel-imports-gc.yaml", listing).problems
+    assert p.path == "kernels/cheat/gc_dig.py" and p.line == 2
+
+
+def test_flops_code_runs_nothing(listing):
+    if PWNED.exists():
+        PWNED.unlink()
+    r = _check(INVALID / "flops-code.yaml", listing)
+    assert [p.key for p in r.problems] == ["workload.flops"]
+    assert not PWNED.exists()
+
+
+def test_duplicate_ids_across_files(listing):
+    paths = discover([INVALID / "dup"], FIXTURES)
+    assert len(paths) == 2
+    results = load_claims(paths, FIXTURES, listing)
+    assert results[0].ok
+    (p,) = results[1].problems
+    assert p.key == "id" and "dup/one/same-id.yaml" in p.message
+    _assert_located([p])
+
+
+def _derived(tmp_path: Path, name: str, old: str, new: str) -> Path:
+    text = VALID.read_text().replace("id: softmax-cpu", f"id: {name}")
+    assert old in text
+    out = tmp_path / f"{name}.yaml"
+    out.write_text(text.replace(old, new, 1))
+    return out
+
+
+def test_loose_tolerance_with_reason_passes(tmp_path, listing):
+    loose = _derived(tmp_path, "loose", "max_rel_l2: 1.0e-5", "max_rel_l2: 1.0e-3")
+    assert [p.key for p in _check(loose, listing).problems] == ["correctness.max_rel_l2"]
+    reasoned = _derived(tmp_path, "loose-reason", "max_rel_l2: 1.0e-5",
+                        'max_rel_l2: 1.0e-3\n  tolerance_reason: "sums of 1000 terms in float32"')
+    r = _check(reasoned, listing)
+    assert r.ok, [str(p) for p in r.problems]
+
+
+def test_file_over_one_mib(tmp_path, listing):
+    big = tmp_path / "big.yaml"
+    big.write_text(VALID.read_text().replace("id: softmax-cpu", "id: big") + "#" * (1 << 20) + "\n")
+    (p,) = _check(big, listing).problems
+    assert p.key == "file" and "1 MiB" in p.message and p.line == 1
+
+
+def _tree(tmp_path: Path) -> Path:
+    """A copy of the fixture project, so the test may plant a symlink in its kernels/."""
+    root = tmp_path / "proj"
+    (root / "kernels").mkdir(parents=True)
+    (root / "LIST.md").write_text((FIXTURES / "LIST.md").read_text())
+    for f in ("__init__.py", "softmax_cpu.py"):
+        (root / "kernels" / f).write_text((FIXTURES / "kernels" / f).read_text())
+    return root
+
+
+def test_symlink_escaping_kernels(tmp_path, listing):
+    root = _tree(tmp_path)
+    outside = tmp_path / "outside.py"
+    outside.write_text((FIXTURES / "kernels" / "softmax_cpu.py").read_text())
+    (root / "kernels" / "escape.py").symlink_to(outside)
+    claims = root / "claims"
+    claims.mkdir()
+    path = _derived(claims, "escape", "impl: kernels/softmax_cpu.py:online_softmax",
+                    "impl: kernels/escape.py:online_softmax")
+    r = check_file(path, root, listing)
+    assert [p.key for p in r.problems] == ["kernel.impl"]
+    assert "outside kernels/" in r.problems[0].message
+    _assert_located(r.problems)
+
+
+# --- the CLI: exit codes, one line per problem, a summary, no traceback -------------------------
+
+def _cli(*args: str, cwd: Path = FIXTURES) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "claimbench", "--root", str(FIXTURES), *args],
+                          capture_output=True, text=True, cwd=cwd, timeout=120,
+                          env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"})
+
+
+def test_cli_valid_exits_zero():
+    r = _cli("check", str(VALID))
+    assert r.returncode == 0, r.stdout + r.stderr
+    assert r.stdout.strip().endswith("1 passed, 0 rejected")
+
+
+@pytest.mark.parametrize("names", [("yaml-syntax",), ("billion-laughs", "source-kind-vendor", "kernel-imports-gc")])
+def test_cli_rejects_with_one_line_per_problem(names):
+    r = _cli("check", *(str(INVALID / f"{n}.yaml") for n in names))
+    assert r.returncode == 1, r.stdout + r.stderr
+    assert "Traceback" not in r.stdout + r.stderr
+    lines = r.stdout.strip().splitlines()
+    assert len(lines) == len(names) + 1
+    assert lines[-1] == f"{len(names)} claims checked: 0 passed, {len(names)} rejected" if len(names) > 1 \
+        else lines[-1] == "1 claim checked: 0 passed, 1 rejected"
+    for line, n in zip(lines, names):
+        path, lineno, key, _ = line.split(":", 3)
+        assert int(lineno) >= 1 and key.strip() == CASES[n][0]
+
+
+def test_cli_whole_invalid_folder():
+    r = _cli("check", str(INVALID))
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    assert r.stdout.strip().splitlines()[-1] == f"{len(CASES) + 2} claims checked: 1 passed, {len(CASES) + 1} rejected"
+
+
+def test_cli_missing_path_exits_two():
+    r = _cli("check", str(FIXTURES / "claims" / "nope.yaml"))
+    assert r.returncode == 2 and "no such file" in r.stderr and "Traceback" not in r.stderr
+
+
+def test_cli_no_claims_exits_two(tmp_path):
+    r = _cli("check", str(tmp_path))
+    assert r.returncode == 2 and "no claim files" in r.stderr and "Traceback" not in r.stderr

@@ -1,0 +1,91 @@
+"""Strict YAML: what PyYAML alone would accept (duplicates, aliases, odd bytes) is refused, located."""
+
+from __future__ import annotations
+
+import tracemalloc
+
+import pytest
+
+from claimbench.yamlsafe import MAX_BYTES, YamlRejected, load_document, parse_document
+
+
+def _reject(text: str | bytes):
+    raw = text if isinstance(text, bytes) else text.encode("utf-8")
+    with pytest.raises(YamlRejected) as e:
+        parse_document(raw, "c.yaml")
+    return e.value.problem
+
+
+def test_lines_are_kept_per_key_path():
+    doc = parse_document(b"a: 1\nb:\n  c: [x, y]\n  d: 2\n", "c.yaml")
+    assert doc.data == {"a": 1, "b": {"c": ["x", "y"], "d": 2}}
+    assert doc.lines[("b", "d")] == 4 and doc.lines[("b", "c", 1)] == 3
+    assert doc.line_of(("b", "missing", "deeper")) == 2
+    assert doc.line_of(("nothing",)) == 1
+
+
+def test_duplicate_key_names_both_lines():
+    p = _reject("a: 1\nb:\n  c: 1\n  c: 2\n")
+    assert (p.line, p.key) == (4, "b.c") and "first at line 3" in p.message
+
+
+def test_duplicate_top_level_key():
+    p = _reject("a: 1\nb: 2\na: 3\n")
+    assert (p.line, p.key) == (3, "a") and "first at line 1" in p.message
+
+
+def test_billion_laughs_refused_without_expansion():
+    rows = ['a: &a ["lol","lol","lol","lol","lol","lol","lol","lol","lol"]']
+    rows += [f"{c}: &{c} [" + ",".join([f"*{p}"] * 9) + "]" for p, c in zip("abcdefghi", "bcdefghij")]
+    tracemalloc.start()
+    try:
+        p = _reject("\n".join(rows) + "\n")
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert p.key == "yaml" and "anchors and aliases" in p.message and p.line == 1
+    assert peak < 20 * 1024 * 1024  # 9**10 expanded strings would need far more than this
+
+
+def test_alias_alone_refused():
+    p = _reject("a: 1\nb: *x\n")
+    assert p.key == "yaml"  # an undefined alias is a syntax problem or an alias refusal, never a crash
+
+
+def test_custom_tag_refused():
+    p = _reject("a: !!python/object:os.system ls\n")
+    assert p.key == "a" and "tag" in p.message
+
+
+def test_syntax_error_has_line_and_column():
+    p = _reject("a: 1\nb: [1, 2\nc: 3\n")
+    assert p.key == "yaml" and p.line >= 2 and "column" in p.message
+
+
+def test_not_utf8_located():
+    p = _reject(b"a: 1\nb: caf\xe9\n")
+    assert (p.key, p.line) == ("file", 2) and "0xe9" in p.message
+
+
+def test_bom_is_accepted():
+    assert parse_document("\ufeffa: 1\n".encode("utf-8"), "c.yaml").data == {"a": 1}
+
+
+@pytest.mark.parametrize("text,key", [("", "document"), ("# only a comment\n", "document"),
+                                      ("- a\n- b\n", "document"), ("just a string\n", "document")])
+def test_not_a_mapping(text, key):
+    assert _reject(text).key == key
+
+
+def test_oversized_file_refused_before_reading(tmp_path):
+    big = tmp_path / "big.yaml"
+    big.write_bytes(b"a: 1\n" + b"#" * MAX_BYTES)
+    with pytest.raises(YamlRejected) as e:
+        load_document(big)
+    assert e.value.problem.key == "file" and "1 MiB" in e.value.problem.message
+
+
+def test_missing_file_is_a_problem(tmp_path):
+    with pytest.raises(YamlRejected) as e:
+        load_document(tmp_path / "none.yaml")
+    assert e.value.problem.key == "file"
