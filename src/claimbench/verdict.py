@@ -89,19 +89,20 @@ def metric_value(metric: str, kmed: float, bmed: float, flops, nbytes, floor_us)
 
 def bootstrap_ci(metric: str, kernel: Samples, baseline: Samples, *, flops=None, nbytes=None,
                  floor_us=None, resamples: int = BOOTSTRAP_RESAMPLES) -> tuple[float, float, float]:
-    """(value, low, high): the point estimate from all samples, and a 95% percentile CI.
+    """(value, low, high): the point estimate and a 95% percentile CI, from the same statistic.
 
     Rounds are the blocks: each round's median is one observation, rounds are resampled within
     resampled processes, and kernel and baseline rounds stay paired so shared drift cancels.
     Vectorized, because ``audit`` recomputes it for every published record.
     """
-    kmed = float(np.median(np.asarray(kernel.samples_us, dtype=float)))
-    bmed = float(np.median(np.asarray(baseline.samples_us, dtype=float))) if len(baseline.samples_us) else math.nan
-    value = metric_value(metric, kmed, bmed, flops, nbytes, floor_us)
     paired = metric == "speedup"
     kb = _round_medians(kernel)
     bb = _round_medians(baseline) if paired else {}
     keys = sorted(set(kb) & set(bb)) if paired else sorted(kb)
+    # the point estimate is the bootstrap's own statistic on the data: medians of round medians
+    kmed = float(np.median([kb[key] for key in keys])) if keys else math.nan
+    bmed = float(np.median([bb[key] for key in keys])) if paired and keys else math.nan
+    value = metric_value(metric, kmed, bmed, flops, nbytes, floor_us)
     if len(keys) < 2:
         return value, value, value
     procs = sorted({p for p, _ in keys})

@@ -94,7 +94,9 @@ def null_models(refs, corr, out_dtypes, claim_dtype: str | None = None) -> dict:
     models = {"zeros": [torch.zeros_like(r) for r in refs]}
     if all(r.dim() >= 1 and r.shape[-1] > 1 for r in refs):
         models["row_mean"] = [r.mean(dim=-1, keepdim=True).expand_as(r).clone() for r in refs]
-    if claim_dtype in LOWER_BY_NAME:
+    if claim_dtype == "skip":
+        lower = [None for _ in out_dtypes]
+    elif claim_dtype in LOWER_BY_NAME:
         lower = [LOWER_BY_NAME[claim_dtype] for _ in out_dtypes]
     else:
         lower = [LOWER.get(d) for d in out_dtypes]
