@@ -1,0 +1,58 @@
+"""Static kernel rules: what they must catch, and what they must leave alone."""
+
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from claimbench.claim import Claim
+from claimbench.rules import check_kernel_source
+
+CLAIM = dict(
+    id="x", title="t", entry="e",
+    source=dict(kind="paper", title="t", url="https://example.org/a", locator="s"),
+    hardware=dict(device="cpu", model=["*"]),
+    workload=dict(inputs="kernels/k.py:make_inputs", params={"n": 4}),
+    precision=dict(dtype="float32"),
+    kernel=dict(name="k", impl="kernels/k.py:kernel"),
+    baseline=dict(name="b", impl="kernels/k.py:baseline"),
+    correctness=dict(method="exact", reference="baseline-float64", forbidden=["torch.softmax"]),
+    claimed=dict(metric="speedup", value=1.0, tolerance=0.1),
+)
+
+
+def problems(tmp_path: Path, body: str) -> list[str]:
+    (tmp_path / "kernels").mkdir(exist_ok=True)
+    src = "import torch\n\ndef make_inputs(*, seed, device, dtype, n):\n    return (torch.ones(n),)\n\n" \
+          "def baseline(x):\n    return torch.softmax(x, -1)\n\n" + textwrap.dedent(body)
+    (tmp_path / "kernels" / "k.py").write_text(src)
+    claim = Claim.model_validate(CLAIM)
+    return [p.message for p in check_kernel_source(tmp_path, claim, "claims/x.yaml")]
+
+
+@pytest.mark.parametrize("body,word", [
+    ("def kernel(x):\n    return baseline(x)\n", "baseline"),
+    ("def kernel(x):\n    return helper(x)\n\ndef helper(x):\n    return baseline(x)\n", "baseline"),
+    ("def kernel(x):\n    return torch.softmax(x, -1)\n", "forbids"),
+    ("def kernel(x):\n    return x.softmax(-1)\n", "forbids"),
+    ("def kernel(x):\n    return getattr(torch, 'softmax')(x, -1)\n", "string"),
+    ("import time\ndef kernel(x):\n    time.perf_counter = lambda: 0\n    return x\n", "time.perf_counter"),
+    ("def kernel(x):\n    torch.softmax = None\n    return x\n", "torch.softmax"),
+    ("import gc\ndef kernel(x):\n    return x\n", "gc"),
+    ("import ctypes\ndef kernel(x):\n    return x\n", "ctypes"),
+    ("def kernel(x):\n    return __import__('gc')\n", "__import__"),
+    ("import sys\ndef kernel(x):\n    return sys.modules\n", "sys.modules"),
+    ("def kernel(x):\n    return torch.__dict__\n", "__dict__"),
+])
+def test_rules_catch(tmp_path, body, word):
+    found = problems(tmp_path, body)
+    assert any(word in m for m in found), found
+
+
+@pytest.mark.parametrize("body", [
+    "def kernel(x):\n    e = torch.exp(x - x.amax(-1, keepdim=True))\n    return e / e.sum(-1, keepdim=True)\n",
+    "import triton.language as tl\ndef kernel(x):\n    return tl.softmax\n",   # a Triton op is not torch.softmax
+    "def softmax_rows(x):\n    return x\n\ndef kernel(x):\n    return softmax_rows(x)\n",
+])
+def test_rules_leave_honest_code_alone(tmp_path, body):
+    assert problems(tmp_path, body) == []
