@@ -190,7 +190,7 @@ def test_cold_flush_and_l2_reset_outside_events_every_sample():
     assert res.flush_bytes >= 2 * (60 << 20) and all(n == res.flush_bytes for n in rig.torch.flushed)
     seq = [x for x in rig.log[4:] if x in ("nvml", "flush", "l2-reset", "sleep", "start", "end", "sync")
            or x.startswith("call:")]
-    per_sample = ["nvml", "flush", "l2-reset", "sleep", "start", None, "end", "sync", "nvml"]
+    per_sample = ["nvml", "l2-reset", "flush", "sleep", "start", None, "end", "sync", "nvml"]
     assert len(seq) % len(per_sample) == 0
     for k in range(0, len(seq), len(per_sample)):
         chunk = seq[k:k + len(per_sample)]

@@ -109,12 +109,13 @@ class CudaEventTimer:
             return None
 
     def _flush(self) -> None:
-        self._buf.zero_()
+        # reset persisting lines first, then write the buffer: the write then evicts them too
         if self._reset is not None:
             try:
                 self._reset()
             except Exception:
                 self._reset, self.l2_reset = None, False
+        self._buf.zero_()
 
     def _timed(self, side: str, fn: Callable[[], Any], n: int) -> tuple[float, Any]:
         torch = self._torch

@@ -20,6 +20,7 @@ HIGHER_IS_BETTER = {"speedup": True, "tflops": True, "gbps": True, "sol_fraction
 BOOTSTRAP_RESAMPLES = 2000
 BOOTSTRAP_SEED = 20240601
 FLOOR_MARGIN = 0.9
+MIN_ROUNDS = 3  # fewer timed rounds give no interval, so no verdict from timing
 
 
 @dataclass(frozen=True)
@@ -103,8 +104,8 @@ def bootstrap_ci(metric: str, kernel: Samples, baseline: Samples, *, flops=None,
     kmed = float(np.median([kb[key] for key in keys])) if keys else math.nan
     bmed = float(np.median([bb[key] for key in keys])) if paired and keys else math.nan
     value = metric_value(metric, kmed, bmed, flops, nbytes, floor_us)
-    if len(keys) < 2:
-        return value, value, value
+    if len(keys) < MIN_ROUNDS:
+        return value, math.nan, math.nan
     procs = sorted({p for p, _ in keys})
     rmax = max(sum(1 for key in keys if key[0] == p) for p in procs)
     K = np.full((len(procs), rmax), np.nan)
@@ -170,8 +171,11 @@ def decide(ev: Evidence) -> Verdict:
             return Verdict(Status.REJECTED, f"baseline median {bmed:.4g} us is below 0.9 x the physics floor {ev.floor_us:.4g} us: the declared flops or bytes are too high")
     base = ev.baseline or Samples((), (), ())
     value, low, high = bootstrap_ci(ev.metric, ev.kernel, base, flops=ev.flops, nbytes=ev.bytes, floor_us=ev.floor_us)
-    if not all(math.isfinite(x) for x in (value, low, high)):
+    if not math.isfinite(value):
         return Verdict(Status.INCONCLUSIVE, "the measured value is not finite", value=None)
+    if not (math.isfinite(low) and math.isfinite(high)):
+        return Verdict(Status.INCONCLUSIVE, f"fewer than {MIN_ROUNDS} timed rounds: no confidence interval "
+                       f"({ev.metric} {value:.4g}); give the claim more time", value=value)
     up = HIGHER_IS_BETTER[ev.metric]
     threshold = ev.claimed_value * (1 - ev.tolerance) if up else ev.claimed_value * (1 + ev.tolerance)
     shown = f"{ev.metric} {value:.4g} [95% CI {low:.4g}, {high:.4g}] vs claimed {ev.claimed_value:g} (threshold {threshold:.4g})"
