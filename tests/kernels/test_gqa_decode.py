@@ -1,0 +1,66 @@
+"""kernels/gqa_decode.py: grouped decode (kernel) and expanded multi-head decode (baseline), both
+through the Triton interpreter, at the claim's check shapes and tolerances."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+import kernels.gqa_decode as G
+
+CLAIM = yaml.safe_load((Path(__file__).resolve().parents[2] / "claims" / "gqa-decode-vs-expanded-mha.yaml").read_text())
+CORR = CLAIM["correctness"]
+DTYPE = CLAIM["precision"]["check_dtype"]
+
+
+def _assert_close(out, ref):
+    out = out.to(torch.float64)
+    assert out.shape == ref.shape and torch.isfinite(out).all()
+    assert (out - ref).norm() / ref.norm() <= CORR["max_rel_l2"]
+    assert ((out - ref).abs() <= CORR["atol"] * ref.abs().max() + CORR["rtol"] * ref.abs()).all()
+
+
+@pytest.mark.parametrize("params", CLAIM["workload"]["check_params"] + [
+    dict(batch=1, q_heads=34, kv_heads=2, seqlen=19, head_dim=8)])   # group 17 pads to 32 rows
+def test_kernel_and_baseline_match_the_reference(params):
+    inputs = G.make_inputs(seed=5, device="cpu", dtype=DTYPE, **params)
+    ref = G.reference_fp64(*inputs)
+    _assert_close(G.gqa_decode(*inputs), ref)
+    _assert_close(G.mha_decode(*G.expand_kv(*inputs)), ref)
+
+
+def test_expanded_layout_copies_each_kv_head_to_its_group():
+    q, k, v = G.make_inputs(seed=0, device="cpu", dtype="float32", batch=2, q_heads=8, kv_heads=2,
+                            seqlen=5, head_dim=4)
+    _, ke, ve = G.expand_kv(q, k, v)
+    assert ke.shape == (2, 8, 5, 4) and ve.shape == (2, 8, 5, 4)
+    for h in range(8):
+        assert torch.equal(ke[:, h], k[:, h // 4]) and torch.equal(ve[:, h], v[:, h // 4])
+
+
+def test_query_heads_read_their_own_kv_head():
+    q, k, v = G.make_inputs(seed=2, device="cpu", dtype="float32", batch=1, q_heads=6, kv_heads=3,
+                            seqlen=23, head_dim=16)
+    base = G.gqa_decode(q, k, v)
+    v2 = v.clone()
+    v2[:, 1] += 1.0                 # KV head 1 serves query heads 2 and 3 only
+    moved = (G.gqa_decode(q, k, v2) - base).abs().amax(dim=-1)[0]
+    assert (moved[2:4] > 0.5).all() and (moved[[0, 1, 4, 5]] == 0).all()
+
+
+def test_seeds_differ_and_kernel_is_deterministic():
+    p = dict(batch=1, q_heads=4, kv_heads=2, seqlen=9, head_dim=16)
+    a = G.make_inputs(seed=0, device="cpu", dtype="float32", **p)
+    b = G.make_inputs(seed=1, device="cpu", dtype="float32", **p)
+    assert all(not torch.equal(x, y) for x, y in zip(a, b))
+    assert torch.equal(G.gqa_decode(*a), G.gqa_decode(*a))
+
+
+def test_rejects_a_head_count_that_does_not_divide():
+    q, k, v = G.make_inputs(seed=0, device="cpu", dtype="float32", batch=1, q_heads=5, kv_heads=2,
+                            seqlen=3, head_dim=8)
+    with pytest.raises(ValueError):
+        G.gqa_decode(q, k, v)

@@ -1,0 +1,68 @@
+"""kernels/paged_decode.py: decode through a block table (kernel) and on a contiguous cache
+(baseline), both through the Triton interpreter, at the claim's check shapes and tolerances."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import torch
+import yaml
+
+import kernels.paged_decode as P
+
+CLAIM = yaml.safe_load((Path(__file__).resolve().parents[2] / "claims" / "paged-decode-vs-contiguous.yaml").read_text())
+CORR = CLAIM["correctness"]
+DTYPE = CLAIM["precision"]["check_dtype"]
+
+
+def _assert_close(out, ref):
+    out = out.to(torch.float64)
+    assert out.shape == ref.shape and torch.isfinite(out).all()
+    assert (out - ref).norm() / ref.norm() <= CORR["max_rel_l2"]
+    assert ((out - ref).abs() <= CORR["atol"] * ref.abs().max() + CORR["rtol"] * ref.abs()).all()
+
+
+@pytest.mark.parametrize("params", CLAIM["workload"]["check_params"] + [
+    dict(batch=2, q_heads=8, kv_heads=2, seqlen=64, head_dim=32)])   # whole pages only
+def test_kernel_and_baseline_match_the_reference(params):
+    inputs = P.make_inputs(seed=7, device="cpu", dtype=DTYPE, **params)
+    ref = P.reference_fp64(*inputs)
+    _assert_close(P.paged_decode(*P.to_paged(*inputs)), ref)
+    _assert_close(P.contiguous_decode(*P.to_contiguous(*inputs)), ref)
+
+
+def test_paged_layout_is_a_shuffled_page_table():
+    q, k, v = P.make_inputs(seed=0, device="cpu", dtype="float32", batch=3, q_heads=4, kv_heads=2,
+                            seqlen=37, head_dim=8)
+    _, kc, vc, table, lens = P.to_paged(q, k, v)
+    pages = -(-37 // P.PAGE_SIZE)
+    assert table.shape == (3, pages) and table.dtype == torch.int32
+    assert sorted(table.flatten().tolist()) == list(range(3 * pages))       # a permutation
+    assert not torch.equal(table.flatten(), torch.arange(3 * pages, dtype=torch.int32))  # shuffled
+    assert lens.tolist() == [37, 37, 37]
+    for b in range(3):
+        for t in (0, 15, 16, 36):
+            blk, slot = table[b, t // P.PAGE_SIZE], t % P.PAGE_SIZE
+            assert torch.equal(kc[blk, :, slot], k[b, :, t]) and torch.equal(vc[blk, :, slot], v[b, :, t])
+
+
+def test_kernel_follows_the_block_table():
+    inputs = P.make_inputs(seed=1, device="cpu", dtype="float32", batch=2, q_heads=4, kv_heads=2,
+                           seqlen=40, head_dim=16)
+    q, kc, vc, table, lens = P.to_paged(*inputs)
+    out = P.paged_decode(q, kc, vc, table, lens)
+    swapped = table.clone()
+    swapped[[0, 1]] = table[[1, 0]]          # sequences 0 and 1 exchange their pages
+    assert torch.allclose(P.paged_decode(q, kc, vc, swapped, lens),
+                          P.reference_fp64(q, *[t.flip(0) for t in inputs[1:]]).float(), atol=1e-5)
+    assert not torch.allclose(out, P.paged_decode(q, kc, vc, swapped, lens))
+
+
+def test_seeds_differ_and_kernel_is_deterministic():
+    p = dict(batch=1, q_heads=4, kv_heads=2, seqlen=9, head_dim=16)
+    a = P.make_inputs(seed=0, device="cpu", dtype="float32", **p)
+    b = P.make_inputs(seed=1, device="cpu", dtype="float32", **p)
+    assert all(not torch.equal(x, y) for x, y in zip(a, b))
+    ops = P.to_paged(*a)
+    assert torch.equal(P.paged_decode(*ops), P.paged_decode(*ops))
