@@ -7,6 +7,8 @@ Every problem is located (file, line, key) and says how to fix it.
 from __future__ import annotations
 
 import difflib
+import multiprocessing as mp
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Optional
@@ -230,6 +232,10 @@ def _tolerances(claim: Claim, add) -> None:
                 "tighten it, or explain why in `correctness.tolerance_reason`")
 
 
+def _check_many(paths: list[Path], root: Path, listing) -> list[tuple[str, CheckResult]]:
+    return [(str(p), check_file(p, root, listing)) for p in paths]
+
+
 def discover(paths: Iterable[str | Path], root: Path) -> list[Path]:
     """Claim files named by ``paths`` (files or folders); the default is ``claims/``."""
     found: list[Path] = []
@@ -242,9 +248,21 @@ def discover(paths: Iterable[str | Path], root: Path) -> list[Path]:
     return found
 
 
+PARALLEL_FROM = 400  # below this, starting workers costs more than it saves
+
+
 def load_claims(paths: Iterable[Path], root: Path, listing=None) -> list[CheckResult]:
     """Check many files, then the rule that needs them all: ids are unique."""
-    results = [check_file(Path(p), root, listing) for p in paths]
+    paths = [Path(p) for p in paths]
+    workers = min(os.cpu_count() or 1, 8)
+    if len(paths) >= PARALLEL_FROM and workers > 1 and "fork" in mp.get_all_start_methods():
+        chunks = [paths[i::workers] for i in range(workers)]
+        with mp.get_context("fork").Pool(workers) as pool:
+            parts = pool.starmap(_check_many, [(c, root, listing) for c in chunks])
+        by_path = {r_path: r for part in parts for r_path, r in part}
+        results = [by_path[str(p)] for p in paths]
+    else:
+        results = [check_file(p, root, listing) for p in paths]
     first: dict[str, str] = {}
     out = []
     for r in results:

@@ -50,8 +50,9 @@ def _functions(tree: ast.Module) -> dict[str, ast.AST]:
     return {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
-def reachable(root: Path, path: Path, func: str) -> list[tuple[Path, ast.AST, dict[str, str]]]:
-    """Function bodies reachable from ``path:func`` by name, across project modules."""
+def reachable(root: Path, path: Path, func: str) -> list[tuple[Path, tuple]]:
+    """(file, references) of every function body reachable from ``path:func`` by name, across
+    project modules. References are read once per function version and cached."""
     out, seen = [], set()
     todo = [(path.resolve(), func)]
     while todo:
@@ -59,23 +60,44 @@ def reachable(root: Path, path: Path, func: str) -> list[tuple[Path, ast.AST, di
         if (p, name) in seen or not p.is_file():
             continue
         seen.add((p, name))
-        tree = parse(p)
-        al = file_aliases(p)
-        funcs = _functions(tree)
-        node = funcs.get(name)
-        if node is None:
+        info = _fn_info(p, p.stat().st_mtime_ns, name)
+        if info is None:
             continue
-        out.append((p, node, al))
-        for sub in ast.walk(node):
-            if isinstance(sub, ast.Name):
-                if sub.id in funcs:
-                    todo.append((p, sub.id))
-                elif sub.id in al:
-                    mod, _, attr = al[sub.id].rpartition(".")
-                    f = module_file(root, mod) if mod else None
-                    if f is not None:
-                        todo.append((f.resolve(), attr))
+        refs, local, imported = info
+        out.append((p, refs))
+        todo.extend((p, n) for n in local)
+        for dotted_name in imported:
+            mod, _, attr = dotted_name.rpartition(".")
+            f = module_file(root, mod) if mod else None
+            if f is not None:
+                todo.append((f.resolve(), attr))
     return out
+
+
+@lru_cache(maxsize=4096)
+def _fn_info(path: Path, mtime_ns: int, name: str):
+    """A function's references: ("str", line, value), ("attr", line, dotted, resolved),
+    ("name", line, id, alias-or-None); and the local and imported functions it names."""
+    tree = parse(path)
+    al = file_aliases(path)
+    funcs = _functions(tree)
+    node = funcs.get(name)
+    if node is None:
+        return None
+    refs, local, imported = [], [], []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            refs.append(("str", sub.lineno, sub.value, False))
+        elif isinstance(sub, ast.Attribute):
+            root_name = _root(sub)
+            refs.append(("attr", sub.lineno, dotted(sub, al) or sub.attr, root_name is not None and root_name in al))
+        elif isinstance(sub, ast.Name):
+            refs.append(("name", sub.lineno, sub.id, al.get(sub.id)))
+            if sub.id in funcs:
+                local.append(sub.id)
+            elif sub.id in al:
+                imported.append(al[sub.id])
+    return tuple(refs), tuple(local), tuple(imported)
 
 
 def _forbidden_hit(name: str, forbidden: list[str], resolved: bool) -> str | None:
@@ -142,8 +164,31 @@ def _file_aliases(path: Path, mtime_ns: int) -> dict[str, str]:
     return aliases(parse(path))
 
 
-def check_kernel_source(root: Path, claim: Claim, claim_path: str) -> list[Problem]:
-    """Every static rule, located at the offending line of the kernel's source."""
+def check_kernel_source(root: Path, claim: Claim, claim_path: str = "") -> list[Problem]:
+    """Every static rule, located at the offending line of the kernel's source.
+
+    Many claims share a kernel file, so the answer is memoized on what it depends on: the refs,
+    the forbidden names, and the entry files' modification times."""
+    refs = (claim.kernel.impl, claim.kernel.prepare, claim.baseline.impl)
+    stamps = []
+    for ref in refs:
+        if ref:
+            try:
+                stamps.append((root / split_ref(ref)[0]).stat().st_mtime_ns)
+            except OSError:
+                stamps.append(None)
+    key = (root, refs, tuple(claim.correctness.forbidden), tuple(stamps))
+    if key not in _MEMO:
+        if len(_MEMO) > 4096:
+            _MEMO.clear()
+        _MEMO[key] = tuple(_check_kernel_source(root, claim))
+    return list(_MEMO[key])
+
+
+_MEMO: dict[tuple, tuple] = {}
+
+
+def _check_kernel_source(root: Path, claim: Claim) -> list[Problem]:
     problems: list[Problem] = []
     kfile, kfunc = split_ref(claim.kernel.impl)
     bfile, bfunc = split_ref(claim.baseline.impl)
@@ -172,32 +217,28 @@ def check_kernel_source(root: Path, claim: Claim, claim_path: str) -> list[Probl
                 add(f, line, "kernel.impl", f"rebinds the baseline function `{bfunc}`")
     forbidden = list(claim.correctness.forbidden)
     for start, func, key in starts:
-        for p, fn, al in reachable(root, start, func):
-            for sub in ast.walk(fn):
-                if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
-                    hit = _forbidden_hit(sub.value, forbidden, resolved=False)
-                    if hit and sub.value == hit.split(".")[-1]:
-                        add(p, sub.lineno, key, f"names forbidden `{hit}` in a string (a getattr call?); the kernel must not use it")
+        for p, refs in reachable(root, start, func):
+            for kind, line, name, extra in refs:
+                if kind == "str":
+                    hit = _forbidden_hit(name, forbidden, resolved=False)
+                    if hit and name == hit.split(".")[-1]:
+                        add(p, line, key, f"names forbidden `{hit}` in a string (a getattr call?); the kernel must not use it")
                     continue
-                if isinstance(sub, ast.Attribute):
-                    name = dotted(sub, al) or sub.attr
-                    root_name = _root(sub)
-                    resolved = root_name is not None and root_name in al
-                elif isinstance(sub, ast.Name):
-                    if p == bpath and sub.id == bfunc:
-                        add(p, sub.lineno, key, f"calls the baseline's own function `{bfunc}`; the kernel must compute the answer itself")
-                        continue
-                    if sub.id not in al:
-                        continue
-                    name, resolved = al[sub.id], True
+                if kind == "attr":
+                    resolved = extra
                 else:
-                    continue
+                    if p == bpath and name == bfunc:
+                        add(p, line, key, f"calls the baseline's own function `{bfunc}`; the kernel must compute the answer itself")
+                        continue
+                    if extra is None:
+                        continue
+                    name, resolved = extra, True
                 if p != bpath and bmod and name == f"{bmod}.{bfunc}":
-                    add(p, sub.lineno, key, f"calls the baseline's own function `{bfunc}`; the kernel must compute the answer itself")
+                    add(p, line, key, f"calls the baseline's own function `{bfunc}`; the kernel must compute the answer itself")
                     continue
                 hit = _forbidden_hit(name, forbidden, resolved)
                 if hit:
-                    add(p, sub.lineno, key, f"uses `{name}`, which the claim forbids (`{hit}`)")
+                    add(p, line, key, f"uses `{name}`, which the claim forbids (`{hit}`)")
     return _dedupe(problems)
 
 

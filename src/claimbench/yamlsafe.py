@@ -18,7 +18,27 @@ from .problem import Problem
 
 MAX_BYTES = 1 << 20
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+_Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+
+
+class _Loader(_Base):  # type: ignore[misc, valid-type]
+    """The safe loader with implicit-tag resolution memoized: claims repeat the same keys and
+    values thousands of times, and resolution is pure in (kind, value, implicit)."""
+
+    _memo: dict = {}
+
+    def resolve(self, kind, value, implicit):
+        key = (kind, value, implicit)
+        try:
+            return self._memo[key]
+        except (KeyError, TypeError):
+            tag = super().resolve(kind, value, implicit)
+            if len(self._memo) < 200_000:
+                try:
+                    self._memo[key] = tag
+                except TypeError:
+                    pass
+            return tag
 _STANDARD_TAGS = {
     "tag:yaml.org,2002:" + t
     for t in ("str", "int", "float", "bool", "null", "map", "seq", "timestamp")
@@ -141,9 +161,21 @@ def _build(node: yaml.Node, kp: KeyPath, doc: Document) -> Any:
 _constructor = yaml.constructor.SafeConstructor()
 
 
+_IMMUTABLE = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null")}
+_scalars: dict = {}
+
+
 def _scalar(node: yaml.ScalarNode, kp: KeyPath, doc: Document) -> Any:
+    if node.tag == "tag:yaml.org,2002:str":
+        return node.value
+    key = (node.tag, node.value)
+    if key in _scalars:
+        return _scalars[key]
     try:
-        return _constructor.construct_object(node, deep=True)
+        value = _constructor.construct_object(node, deep=True)
+        if node.tag in _IMMUTABLE and len(_scalars) < 100_000:
+            _scalars[key] = value
+        return value
     except yaml.YAMLError as e:
         raise YamlRejected(Problem(doc.path, node.start_mark.line + 1, _dotted(kp) or "yaml", str(e))) from None
 
