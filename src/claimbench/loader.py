@@ -37,11 +37,13 @@ def load(root: Path, ref: str) -> Callable:
 
 
 def project_modules(root: Path) -> list[str]:
-    """Project files that are loaded now: what the run really imported."""
+    """Kernel files that are loaded now: what the run really imported from kernels/ (a virtual
+    environment inside the project is not the claim's code)."""
     root = root.resolve()
+    kernels = root / "kernels"
     out = []
     for mod in list(sys.modules.values()):
         f = getattr(mod, "__file__", None)
-        if f and Path(f).resolve().is_relative_to(root):
+        if f and Path(f).resolve().is_relative_to(kernels):
             out.append(str(Path(f).resolve().relative_to(root)))
     return sorted(set(out))

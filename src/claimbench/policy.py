@@ -111,9 +111,9 @@ def _from_pydantic(err: ValidationError, doc: Document) -> list[Problem]:
         key = dotted(loc) or "claim"
         line = doc.line_of(loc)
         if e["type"] == "extra_forbidden":
-            parent = _model_at(loc[:-1])
+            parent = _model_at(loc[:-1]) if loc else None
             known = list(parent.model_fields) if parent else []
-            near = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6)
+            near = difflib.get_close_matches(str(loc[-1]), known, n=1, cutoff=0.6) if loc else []
             hint = f"; did you mean `{near[0]}`?" if near else (f"; known keys: {', '.join(known)}" if known else "")
             out.append(Problem(doc.path, line, key, f"unknown key{hint}"))
             continue

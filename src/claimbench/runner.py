@@ -198,9 +198,9 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
     v = decide(ev)
     sources = {p for p in claim_sources(root, claim)}
     sources |= {(root / rel).resolve() for r in results for rel in r.get("loaded_sources", [])}
-    results_dir = (root / "results").resolve()
+    kernels_dir = (root / "kernels").resolve()
     hashes = {str(p.relative_to(root.resolve())): sha256_file(p) for p in sorted(sources)
-              if p.is_file() and p.is_relative_to(root.resolve()) and not p.is_relative_to(results_dir)}
+              if p.is_file() and p.is_relative_to(kernels_dir)}
     protocol = {key: timing.get(key) for key in ("mode", "timer", "warmup_s", "warmup_calls", "stop_reason", "flush_bytes",
                                                  "l2_reset", "calls_per_block", "n_rounds", "elapsed_s", "config")}
     protocol.update(device=device, dtype=dtype, repeat=len(results), timed_checks=last.get("timed_checks"),

@@ -1,0 +1,238 @@
+"""Audit: prove that every number in the list is backed, and that every record says what it holds.
+
+CI runs this on every pull request, on CPU. It reads every record file itself (never the index),
+recomputes each verdict, value and CI from the record's own samples with `decide`, recomputes
+what `publish` would write, and compares that with the list. Every failure is a located
+`Problem`. Recomputing a bootstrap CI costs milliseconds per record, so results are cached under
+`results/.cache/` keyed by the record's sha256 and a fingerprint of the checking code: an edited
+record has a new sha256 and is checked again; an unchanged one is still read and hashed.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+import os
+import re
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import fields
+from pathlib import Path
+from typing import Optional
+
+from .index import Summary, scan_records, read_summary
+from .listing import Entry, ListError, parse_list, read_region
+from .problem import Problem
+from .record import Record
+from .status import Status
+
+CACHE_DIR = ".cache"
+REL_TOL = 1e-9
+_PARALLEL_MIN = 500
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+_KNOWN: frozenset = frozenset()
+_KEEP = tuple(f.name for f in fields(Summary) if f.name not in ("path", "size", "mtime_ns", "sha256"))
+
+
+def _close(a: Optional[float], b: Optional[float]) -> bool:
+    if a is None or b is None:
+        return a is None and b is None
+    if not (math.isfinite(a) and math.isfinite(b)):
+        return a == b
+    return abs(a - b) <= REL_TOL * max(abs(a), abs(b)) + 1e-12
+
+
+def check_record(rec: Record) -> list[tuple[str, str]]:
+    """(key, message) for each invariant the record breaks, and each field decide() disagrees with."""
+    from .verdict import decide
+
+    out = []
+    verified = rec.verdict == Status.VERIFIED.value
+    if rec.published_value is not None and not verified:
+        out.append(("published_value", f"set on a {rec.verdict} record; only verified records carry one"))
+    if verified and rec.correctness.get("passed") is not True:
+        out.append(("correctness", f"the record says verified, but correctness.passed is "
+                                   f"{rec.correctness.get('passed')!r}"))
+    if verified and rec.mode != "measured":
+        out.append(("mode", f"the record says verified, but its mode is {rec.mode!r}, not measured"))
+    try:
+        v = decide(rec.evidence())
+    except Exception as e:  # a record decide() cannot read is itself a failure
+        return out + [("verdict", f"cannot recompute the verdict: {type(e).__name__}: {e}")]
+    if v.status.value != rec.verdict:
+        out.append(("verdict", f"says {rec.verdict}, but recomputing from its own samples, correctness "
+                               f"data and claim gives {v.status.value} ({v.reason}): edited by hand?"))
+    for name in ("value", "ci_low", "ci_high", "published_value"):
+        have, want = getattr(rec, name), getattr(v, name)
+        if not _close(have, want):
+            out.append((name, f"says {have!r}, but recomputing gives {want!r}: edited by hand?"))
+    return out
+
+
+def fingerprint() -> str:
+    """Changes whenever the code that decides a record's problems changes."""
+    h = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for name in ("audit.py", "verdict.py", "record.py", "index.py", "status.py"):
+        h.update((here / name).read_bytes())
+    return h.hexdigest()[:16]
+
+
+def _init(known: frozenset) -> None:
+    global _KNOWN
+    _KNOWN = known
+
+
+def _verify_one(item: tuple[str, str]):
+    rel, full = item
+    with open(full, "rb") as f:
+        raw = f.read()
+    sha = hashlib.sha256(raw).hexdigest()
+    if sha in _KNOWN:
+        st = os.stat(full)
+        return rel, st.st_size, st.st_mtime_ns, sha, None, None
+    s, rec = read_summary(full, rel, raw)
+    probs = [("record", s.error)] if rec is None else check_record(rec)
+    return s.path, s.size, s.mtime_ns, s.sha256, s, probs
+
+
+def verify_records(results: Path, *, workers: int = 2, cache: bool = True) -> list[tuple[Summary, list]]:
+    """Read, hash and check every record file; (summary, [(key, message)]) for each, by path."""
+    results = Path(results)
+    cfile = results / CACHE_DIR / f"audit-{fingerprint()}.jsonl"
+    cached = _load_cache(cfile) if cache else {}
+    paths = scan_records(results)
+    if workers > 1 and len(paths) >= _PARALLEL_MIN:
+        with ProcessPoolExecutor(workers, initializer=_init, initargs=(frozenset(cached),)) as pool:
+            rows = list(pool.map(_verify_one, paths, chunksize=256))
+    else:
+        _init(frozenset(cached))
+        try:
+            rows = [_verify_one(p) for p in paths]
+        finally:
+            _init(frozenset())
+    out, fresh = [], {}
+    for rel, size, mtime, sha, s, probs in rows:
+        if s is None:
+            fresh[sha] = summ, probs = cached[sha]
+            s = Summary(path=rel, size=size, mtime_ns=mtime, sha256=sha, **summ)
+        else:
+            fresh[sha] = ({k: getattr(s, k) for k in _KEEP}, probs)
+        folder = rel.split("/")[-2]
+        if s.ok and s.claim_id != folder:
+            probs = probs + [("claim_id", f"{s.claim_id!r} does not match its folder {folder!r}")]
+        out.append((s, probs))
+    if cache and (len(fresh) != len(cached) or fresh.keys() != cached.keys()):
+        _save_cache(cfile, fresh)
+    return out
+
+
+def _load_cache(path: Path) -> dict:
+    out = {}
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError):
+        return out
+    for line in lines:
+        try:
+            d = json.loads(line)
+            out[d["sha256"]] = (d["summary"], [tuple(p) for p in d["problems"]])
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def _save_cache(path: Path, entries: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        for sha, (summ, probs) in entries.items():
+            f.write(json.dumps({"sha256": sha, "summary": summ, "problems": probs}) + "\n")
+    os.replace(tmp, path)
+    for old in path.parent.glob("audit-*.jsonl"):  # caches of older code are dead weight
+        if old != path:
+            old.unlink(missing_ok=True)
+
+
+def audit(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,
+          max_per_entry: int = 3, workers: int = 2, cache: bool = True) -> list[Problem]:
+    """Every reason the list or the records cannot be trusted; empty when all is well."""
+    from .publish import build_plan, shown_path
+
+    root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
+    shown_results = shown_path(results_dir, root)
+    checked = verify_records(results_dir, workers=workers, cache=cache)
+    problems = [Problem(f"{shown_results}/{s.path}", 1, key, msg) for s, probs in checked for key, msg in probs]
+    summaries = [s for s, _ in checked]
+    shown_list = shown_path(list_path, root)
+    try:
+        text = list_path.read_bytes().decode("utf-8")
+        plan = build_plan(root, list_path, results_dir, text, summaries,
+                          allow_dirty=allow_dirty, max_per_entry=max_per_entry, cache=cache)
+        listing = parse_list(text, shown_list)
+    except ListError as e:
+        return problems + [Problem(shown_list, e.line, "list", str(e).removeprefix(f"{e.path}:{e.line}: "))]
+    except (OSError, UnicodeDecodeError) as e:
+        return problems + [Problem(shown_list, 1, "list", f"cannot read the list: {e}")]
+    problems += list(plan.problems)
+    by_path = {s.path: s for s in summaries}
+    for entry in listing.entries:
+        key, want = plan.expected[entry.line]
+        have = read_region(entry)
+        if have != ((key, want) if want is not None else None):
+            problems += _diagnose(shown_list, entry, have, want, plan, by_path, list_path, results_dir)
+    return problems
+
+
+def _diagnose(shown, entry: Entry, have, want, plan, by_path, list_path, results_dir) -> list[Problem]:
+    """Say what is wrong with one entry's region, most specific reason first."""
+    def p(msg: str) -> Problem:
+        return Problem(shown, entry.line, entry.key, msg)
+
+    if have is None:
+        return [p(f"publish would show {want!r} here, but the list has no number; run claimbench publish")]
+    key, content = have
+    out = []
+    if key != entry.key:
+        out.append(p(f"marker key {key!r} is not this entry's key {entry.key!r}: moved or written by hand"))
+    links_have = _links(content, list_path, results_dir)
+    links_want = _links(want or "", list_path, results_dir)
+    for rel in [r for r in links_have if r not in links_want]:
+        out.append(p(f"shows a number that no current verified record backs: {_why(rel, plan, by_path)}"))
+    for rel in [r for r in links_want if r not in links_have]:
+        out.append(p(f"lacks the number from {plan.results_shown}/{rel}, a current verified record; "
+                     "run claimbench publish"))
+    if not links_have and content.strip() and want is None:
+        out.append(p(f"shows {content!r} inside the markers, but no current verified record backs a number here"))
+    elif not out and content != want:
+        out.append(p(f"hand-edited text inside the markers: the list has {content!r}, "
+                     f"publish writes {want!r}"))
+    return out
+
+
+def _links(content: str, list_path: Path, results_dir: Path) -> list[str]:
+    """Record links in a region, as paths relative to the results folder (or as written)."""
+    base, res = list_path.resolve().parent, results_dir.resolve()
+    out = []
+    for link in _LINK.findall(content):
+        target = (base / link).resolve()
+        out.append(target.relative_to(res).as_posix() if target.is_relative_to(res) else link)
+    return out
+
+
+def _why(rel: str, plan, by_path) -> str:
+    s = by_path.get(rel)
+    shown = f"{plan.results_shown}/{rel}"
+    if s is None:
+        return f"it links {rel}, which is not a record in {plan.results_shown}"
+    if not s.ok:
+        return f"it links an unreadable record: {s.error}"
+    if rel in plan.why_not:
+        return f"record {shown}: {plan.why_not[rel]}"
+    if s.verdict != Status.VERIFIED.value:
+        return f"record {shown} is {s.verdict}, not verified"
+    if any(n.record == rel for n in plan.hidden):
+        return f"record {shown} is over the limit of numbers per entry"
+    return f"record {shown} is not the latest current verified record for {s.claim_id} on {s.hardware}"
+

@@ -1,0 +1,124 @@
+"""`check` for the 2,000 claims behind a list, on every publish and audit: in parallel, and cached.
+
+A claim's check result depends only on its file, the files its code is made of, the list's
+entries, and claimbench's own checking code. For a claim backed by a current record, the record
+holds the sha256 of exactly those source files and they match the disk, so the result is cached
+under `results/.cache/` keyed by all four. Anything that changes any of them checks again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from pathlib import Path
+from typing import Optional, Sequence
+
+from .problem import Problem
+
+PARALLEL_MIN = 300
+_CODE = ("policy.py", "rules.py", "srcgraph.py", "claim.py", "yamlsafe.py", "expr.py", "listing.py",
+         "problem.py", "claimcheck.py")
+
+
+def _fingerprint() -> str:
+    h = hashlib.sha256()
+    here = Path(__file__).resolve().parent
+    for name in _CODE:
+        p = here / name
+        h.update(p.read_bytes() if p.is_file() else b"-")
+    return h.hexdigest()[:16]
+
+
+def _listing_digest(listing) -> str:
+    names = "\n".join(" > ".join(tuple(e.path) + (e.name,)) for e in listing.entries) if listing else ""
+    return hashlib.sha256(names.encode()).hexdigest()
+
+
+def _parallel(files: list[Path], root: Path, listing, workers: int) -> list:
+    """`policy.load_claims`, split between stems so files with one id share a worker."""
+    from .policy import load_claims
+
+    if workers < 2 or len(files) < PARALLEL_MIN:
+        return load_claims(files, root, listing)
+    order = sorted(range(len(files)), key=lambda i: (files[i].stem, str(files[i])))
+    cut = len(order) // 2
+    while 0 < cut < len(order) and files[order[cut]].stem == files[order[cut - 1]].stem:
+        cut += 1
+    parts = [[files[i] for i in order[:cut]], [files[i] for i in order[cut:]]]
+    with ProcessPoolExecutor(2) as pool:
+        done = list(pool.map(load_claims, parts, [root] * 2, [listing] * 2))
+    by_index = dict(zip(order, done[0] + done[1]))
+    return [by_index[i] for i in range(len(files))]
+
+
+def check_claims(paths: Sequence[str], root: Path, listing, *, sources: Optional[dict] = None,
+                 cache_dir: Optional[Path] = None, workers: int = 2) -> list:
+    """CheckResults for claim files (relative to root), in order. `sources` maps a claim path to
+    the source hashes of a current record for it; only those claims are cached."""
+    from .claim import Claim
+    from .policy import CheckResult
+
+    root = Path(root)
+    sources = sources or {}
+    cfile = Path(cache_dir) / f"check-{_fingerprint()}.json" if cache_dir else None
+    cache = _load(cfile)
+    digest = _listing_digest(listing)
+    keys, out, todo = {}, {}, []
+    for p in paths:
+        f = root / p
+        if cfile and p in sources and f.is_file():
+            h = hashlib.sha256(f.read_bytes()).hexdigest()
+            keys[p] = hashlib.sha256(json.dumps([p, h, digest, sorted(sources[p].items())]).encode()).hexdigest()
+            hit = cache.get(keys[p])
+            if hit is not None:
+                claim = Claim.model_validate(hit["claim"]) if hit["claim"] is not None else None
+                out[p] = CheckResult(hit["path"], claim, tuple(Problem(*x) for x in hit["problems"]))
+                continue
+        todo.append(p)
+    for p, r in zip(todo, _parallel([root / p for p in todo], root, listing, workers)):
+        out[p] = r
+        if p in keys:
+            cache[keys[p]] = {"path": r.path, "claim": r.claim.model_dump() if r.claim else None,
+                              "problems": [[x.path, x.line, x.key, x.message] for x in r.problems]}
+    first: dict[str, str] = {}
+    for p in paths:
+        if out[p].claim is not None:
+            first.setdefault(out[p].claim.id, out[p].path)
+    results = [_unique(out[p], first) for p in paths]
+    if cfile and todo and keys:
+        _save(cfile, {k: cache[k] for k in keys.values() if k in cache})
+    return results
+
+
+def _unique(r, first: dict):
+    """The one rule that spans files: a claim id names one claim (cached results skip load_claims')."""
+    from .policy import CheckResult
+
+    if r.claim is None or first[r.claim.id] == r.path or any("is also the id of" in x.message for x in r.problems):
+        return r
+    return CheckResult(r.path, r.claim, r.problems + (
+        Problem(r.path, 1, "id", f"`{r.claim.id}` is also the id of {first[r.claim.id]}; ids are unique"),))
+
+
+def _load(path: Optional[Path]) -> dict:
+    if path is None:
+        return {}
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save(path: Path, entries: dict) -> None:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+    with os.fdopen(fd, "w", encoding="utf-8") as f:
+        json.dump(entries, f)
+    os.replace(tmp, path)
+    for old in path.parent.glob("check-*.json"):
+        if old != path:
+            old.unlink(missing_ok=True)

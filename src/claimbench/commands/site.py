@@ -1,0 +1,25 @@
+"""`claimbench site`: a static HTML site (no server, no JavaScript) of the list, claims and records."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from ..errors import EXIT_OK
+from .publish import add_paths, paths
+
+
+def register(sub) -> None:
+    p = sub.add_parser("site", help="build a static HTML site: the list, one page per claim, rooflines")
+    add_paths(p)
+    p.add_argument("--out", default=None, help="output folder (default: results/site)")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..site import build_site
+
+    root, list_path, results = paths(args)
+    out = Path(args.out) if args.out else results / "site"
+    index = build_site(root, out, list_path=list_path, results_dir=results)
+    print(f"site written: {index}")
+    return EXIT_OK

@@ -1,0 +1,33 @@
+"""`claimbench table`: all records as one table (md, csv or json); filter, or compare two GPUs."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import EXIT_OK
+from ..project import find_root
+
+
+def register(sub) -> None:
+    p = sub.add_parser("table", help="all records as one table; filter by claim, hardware, verdict")
+    p.add_argument("--results", default=None, help="the results folder (default: results/ at the project root)")
+    p.add_argument("--format", choices=("md", "csv", "json"), default="md")
+    p.add_argument("--claim", default=None, help="claim id or glob")
+    p.add_argument("--hardware", default=None, help="hardware slug or name, or a glob (e.g. '*h200*')")
+    p.add_argument("--verdict", default=None, help="verified, refuted, inconclusive, ...")
+    p.add_argument("--compare", nargs=2, metavar=("HW_A", "HW_B"), default=None,
+                   help="latest measured record per claim on two GPUs, side by side")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..table import compare, records_table, render
+
+    root = find_root(args.root)
+    results = Path(args.results) if args.results else root / "results"
+    df = records_table(results, claim=args.claim, hardware=args.hardware, verdict=args.verdict)
+    if args.compare:
+        df = compare(df, *args.compare)
+    sys.stdout.write(render(df, args.format))
+    return EXIT_OK

@@ -1,0 +1,141 @@
+"""Provenance in the terminal: claim -> source -> every record -> what the list shows now, and why.
+
+`show ID` prints the claim itself and then `show_provenance`; `show --record PATH` prints
+`show_record`. Both only read files, so a reader can trace any published number without a GPU.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
+
+from .index import hardware_name, hardware_slug, read_index
+from .publish import VERIFIED, Hashes, is_dirty, not_current, plan, shown_path
+from .record import load_record, sha256_file
+from .yamlsafe import YamlRejected, load_document
+
+
+def _ci(lo, hi) -> str:
+    return f"[{lo:.4g}, {hi:.4g}]" if lo is not None and hi is not None else ""
+
+
+def show_provenance(root: Path, claim_id: str, *, results_dir: Optional[Path] = None,
+                    list_path: Optional[Path] = None, allow_dirty: bool = False) -> str:
+    """The chain for one claim, as text; records newest first, each with why it counts or not."""
+    root = Path(root)
+    results_dir = Path(results_dir) if results_dir else root / "results"
+    list_path = Path(list_path) if list_path else root / "LIST.md"
+    claim_file = root / "claims" / f"{claim_id}.yaml"
+    out = [f"provenance of {claim_id}"]
+    try:
+        data = load_document(claim_file).data
+        src = data.get("source") or {}
+        out.append(f"  claim    {claim_file.relative_to(root)} (sha256 {sha256_file(claim_file)[:12]}), "
+                   f"entry {data.get('entry')!r}")
+        out.append(f"  source   {src.get('kind')}: {src.get('title')} <{src.get('url')}> at {src.get('locator')}")
+    except (YamlRejected, OSError, AttributeError) as e:
+        out.append(f"  claim    {claim_file.relative_to(root)}: cannot read ({e})")
+    index = read_index(results_dir)
+    mine = sorted((s for s in index.summaries if s.claim_id == claim_id),
+                  key=lambda s: (s.created_utc, s.path), reverse=True)
+    hashes = Hashes(root)
+    at = shown_path(results_dir, root)
+    out.append(f"  records  {len(mine)} in {at}")
+    for s in mine:
+        if not s.ok:
+            out.append(f"    UNREADABLE {s.path}: {s.error}")
+            continue
+        why = not_current(s, hashes, allow_dirty)
+        state = "current" if not why else "not current: " + "; ".join(why)
+        value = f"{s.value:.4g} {_ci(s.ci_low, s.ci_high)}" if s.value is not None else "-"
+        out.append(f"    {s.created_utc[:19]}Z  {s.hardware:<16} {s.verdict:<12} {s.metric} {value}  "
+                   f"commit {(s.git_commit or '?')[:10]}{' dirty' if is_dirty(s) else ''}  [{s.mode}]")
+        out.append(f"      {at}/{s.path}  ({state})")
+    if not list_path.is_file():
+        out.append(f"  list     {list_path} does not exist")
+        return "\n".join(out)
+    p = plan(root, list_path, results_dir, allow_dirty=allow_dirty)
+    shown = [n for n in p.numbers if n.claim_id == claim_id]
+    out.append(f"  list     {list_path.name}")
+    for n in shown:
+        out.append(f"    shows on {n.entry_key!r} (line {n.entry_line}): {n.text}")
+        out.append(f"      because {at}/{n.record} is the latest current record for {n.hardware}, and it is verified")
+    for n in (n for n in p.hidden if n.claim_id == claim_id):
+        out.append(f"    not shown on {n.entry_key!r}: over the per-entry limit ({n.text})")
+    for r in (r for r in p.removed if r.claim_id == claim_id):
+        out.append(f"    off for {r.hardware}: {r.why}")
+    if not shown and not any(r.claim_id == claim_id for r in p.removed):
+        has_verified = any(s.ok and s.verdict == VERIFIED for s in mine)
+        out.append("    shows nothing: " + ("its verified records are not measured runs" if has_verified
+                                            else "no verified record"))
+    return "\n".join(out)
+
+
+def _side(name: str, t) -> list[str]:
+    x = np.asarray(t.samples_us, dtype=float)
+    if not x.size:
+        return [f"  {name:<9} no samples"]
+    q1, med, q3 = np.percentile(x, [25, 50, 75])
+    rounds = len(set(t.rounds)) if t.rounds else 0
+    procs = len(set(t.processes)) if t.processes else 1
+    return [f"  {name:<9} {x.size} samples kept, {len(t.dropped_us)} dropped for throttling; "
+            f"{rounds} rounds in {procs} process(es)",
+            f"            median {med:.4g} us  IQR {q3 - q1:.3g} us  min {x.min():.4g}  max {x.max():.4g}  "
+            f"cv {x.std() / x.mean() * 100:.2f}%"]
+
+
+def _trials(correctness: dict) -> list[str]:
+    """Per-trial errors, whatever per-output fields the runner recorded."""
+    out = []
+    for i, t in enumerate(correctness.get("trials") or []):
+        if not isinstance(t, dict):
+            out.append(f"    trial {i + 1}: {t}")
+            continue
+        head = f"    trial {i + 1}" + (f" seed {t['seed']}" if "seed" in t else "")
+        head += ": " + ("passed" if t.get("passed") else f"FAILED {t.get('reason', '')}".rstrip())
+        out.append(head)
+        for j, o in enumerate(t.get("outputs") or []):
+            errs = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
+                             for k, v in o.items() if k not in ("passed", "reason"))
+            out.append(f"      output {j}: {errs}")
+    return out
+
+
+def show_record(path: Path) -> str:
+    """One record, readable: who ran what where, the verdict, the samples and the per-trial errors."""
+    r = load_record(Path(path))
+    hw = r.hardware
+    c = r.correctness
+    out = [f"record {path}",
+           f"  claim      {r.claim_id} ({r.claim_path}, sha256 {r.claim_sha256[:12]}); "
+           f"schema {r.schema_version}, protocol {r.protocol_version}, harness {r.harness_version}",
+           f"  when       {r.created_utc}, commit {r.git_commit or '?'}{' (dirty tree)' if r.git_dirty else ''}",
+           f"  hardware   {hardware_name(hw)} ({hardware_slug(hw)}); mode {r.mode}"
+           + ("" if r.hardware_match else f"; no match: {r.hardware_reason}"),
+           f"  verdict    {r.verdict}: {r.reason}"]
+    if r.value is not None:
+        pub = f"; published {r.published_value:.4g}" if r.published_value is not None else "; not published"
+        out.append(f"  value      {r.claimed.get('metric')} {r.value:.4g} 95% CI {_ci(r.ci_low, r.ci_high)} "
+                   f"vs claimed {r.claimed.get('value')} (tolerance {r.claimed.get('tolerance')}){pub}")
+    for b in r.blockers:
+        out.append(f"  blocker    {b}")
+    for j in r.rejections:
+        out.append(f"  rejected   {j}")
+    if r.outcome:
+        out.append(f"  outcome    {r.outcome}: {r.outcome_reason}")
+    out += _side("kernel", r.kernel) + _side("baseline", r.baseline)
+    if r.protocol:
+        out.append("  protocol   " + ", ".join(f"{k} {v}" for k, v in sorted(r.protocol.items())))
+    if r.floor_us is not None:
+        out.append(f"  floor      {r.floor_us:.4g} us ({r.floor_term})")
+    if r.ceilings:
+        out.append("  ceilings   " + ", ".join(f"{k} {v}" for k, v in sorted(r.ceilings.items())))
+    out.append(f"  correctness {'passed' if c.get('passed') else 'FAILED' if c.get('passed') is False else 'unknown'}"
+               + (f": {c.get('reason')}" if c.get("reason") else ""))
+    out += _trials(c)
+    src = sorted(r.source_sha256.items(), key=lambda kv: (kv[0].startswith((".", "/")) or "site-packages" in kv[0], kv[0]))
+    more = f", and {len(src) - 8} more" if len(src) > 8 else ""
+    out.append(f"  sources    {len(src)} file(s): " + ", ".join(f"{k} {v[:12]}" for k, v in src[:8]) + more)
+    return "\n".join(out)

@@ -1,0 +1,95 @@
+"""All records as one table (pandas): filter by claim, hardware and verdict; compare two GPUs.
+
+Built from the index (`read_index`), so 100,000 records tabulate in seconds; the index is checked
+against the record files first, so the table never shows a record that changed or is gone.
+"""
+
+from __future__ import annotations
+
+import fnmatch
+import json
+from pathlib import Path
+from typing import Optional
+
+import pandas as pd
+
+from .index import read_index
+
+COLUMNS = ["claim", "hardware", "date", "verdict", "metric", "value", "ci_low", "ci_high",
+           "commit", "dirty", "mode", "record"]
+
+
+def records_table(results_dir: Path, *, claim: Optional[str] = None, hardware: Optional[str] = None,
+                  verdict: Optional[str] = None) -> pd.DataFrame:
+    """One row per readable record, newest first. Filters are globs (`softmax-*`, `*h200*`);
+    hardware matches the slug or the display name, case-insensitively."""
+    rows = read_index(Path(results_dir)).good
+    if claim:
+        rows = [s for s in rows if fnmatch.fnmatchcase(s.claim_id, claim)]
+    if hardware:
+        pat = hardware.lower()
+        rows = [s for s in rows if fnmatch.fnmatchcase(s.hardware.lower(), pat)
+                or fnmatch.fnmatchcase(s.hardware_name.lower(), pat)]
+    if verdict:
+        rows = [s for s in rows if s.verdict == verdict]
+    df = pd.DataFrame({
+        "claim": [s.claim_id for s in rows],
+        "hardware": [s.hardware for s in rows],
+        "date": pd.to_datetime([s.created_utc for s in rows], utc=True, format="ISO8601"),
+        "verdict": [s.verdict for s in rows],
+        "metric": [s.metric for s in rows],
+        "value": pd.array([s.value for s in rows], dtype="Float64"),
+        "ci_low": pd.array([s.ci_low for s in rows], dtype="Float64"),
+        "ci_high": pd.array([s.ci_high for s in rows], dtype="Float64"),
+        "commit": [(s.git_commit or "")[:10] for s in rows],
+        "dirty": [s.git_dirty for s in rows],
+        "mode": [s.mode for s in rows],
+        "record": [s.path for s in rows],
+    }, columns=COLUMNS)
+    return df.sort_values(["date", "claim", "hardware"], ascending=[False, True, True],
+                          kind="stable").reset_index(drop=True)
+
+
+def compare(df: pd.DataFrame, hw_a: str, hw_b: str) -> pd.DataFrame:
+    """Per claim, the latest measured record on each GPU, side by side, and the ratio b / a."""
+    measured = df[df["mode"] == "measured"]
+    sides = []
+    for hw in (hw_a, hw_b):
+        pat = hw.lower()
+        one = measured[measured["hardware"].map(lambda h: fnmatch.fnmatchcase(h.lower(), pat))]
+        one = one.sort_values("date", ascending=False).drop_duplicates("claim")
+        sides.append(one.set_index("claim")[["metric", "value", "verdict", "date"]])
+    a, b = sides
+    out = a.merge(b, how="outer", left_index=True, right_index=True, suffixes=(f" {hw_a}", f" {hw_b}"))
+    out.insert(0, "metric", out.pop(f"metric {hw_a}").fillna(out.pop(f"metric {hw_b}")))
+    out[f"{hw_b} / {hw_a}"] = out[f"value {hw_b}"] / out[f"value {hw_a}"]
+    return out.reset_index().sort_values("claim").reset_index(drop=True)
+
+
+def _cell(v) -> str:
+    if v is None or pd.isna(v):
+        return ""
+    if isinstance(v, pd.Timestamp):
+        return v.strftime("%Y-%m-%d %H:%M")
+    if isinstance(v, float):
+        return f"{v:.4g}"
+    return str(v).replace("|", "\\|")
+
+
+def render(df: pd.DataFrame, fmt: str = "md") -> str:
+    """md (CI as one column), csv, or json (records, ISO dates)."""
+    if fmt == "csv":
+        return df.to_csv(index=False)
+    if fmt == "json":
+        return json.dumps(json.loads(df.to_json(orient="records", date_format="iso")), indent=1)
+    if fmt != "md":
+        raise ValueError(f"unknown format {fmt!r}; use md, csv or json")
+    view = df.copy()
+    if "ci_low" in view and "ci_high" in view:
+        ci = [f"[{_cell(lo)}, {_cell(hi)}]" if not pd.isna(lo) else ""
+              for lo, hi in zip(view.pop("ci_low"), view.pop("ci_high"))]
+        view.insert(list(view.columns).index("value") + 1, "CI", ci)
+    cols = list(view.columns)
+    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
+    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in view.itertuples(index=False)]
+    return "\n".join(lines) + "\n"

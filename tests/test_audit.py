@@ -1,0 +1,207 @@
+"""audit: one fixture per failure, each caught with a located message; a clean tree passes."""
+
+from __future__ import annotations
+
+import json
+import shutil
+
+import pytest
+
+import recordkit as rk
+from claimbench.audit import audit, check_record, fingerprint
+from claimbench.publish import publish
+from claimbench.record import load_record
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root, recs = rk.standard_tree(tmp_path / "proj")
+    publish(root, root / "LIST.md", root / "results")
+    return root, recs
+
+
+def run(root, **kw):
+    return audit(root, root / "LIST.md", root / "results", **kw)
+
+
+def edit_record(path, **changes):
+    d = json.loads(path.read_text())
+    for key, value in changes.items():
+        target = d
+        *parents, last = key.split(".")
+        for p in parents:
+            target = target[p]
+        target[last] = value
+    path.write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")
+
+
+def edit_list(root, old, new):
+    lst = root / "LIST.md"
+    text = lst.read_text(encoding="utf-8")
+    assert old in text
+    lst.write_text(text.replace(old, new, 1), encoding="utf-8")
+
+
+def messages(problems):
+    return [str(p) for p in problems]
+
+
+def test_clean_tree_passes_cold_and_warm(tree):
+    root, _ = tree
+    assert run(root, cache=False) == []
+    assert run(root) == []
+    assert list((root / "results" / ".cache").glob(f"audit-{fingerprint()}.jsonl"))
+    assert run(root) == []
+
+
+def test_hand_edit_inside_marker(tree):
+    root, _ = tree
+    edit_list(root, "-->1.62× vs torch.softmax", "-->1.72× vs torch.softmax")
+    (p,) = run(root)
+    assert p.path == "LIST.md" and p.line == 11
+    assert p.key == "Foundational kernel exercises > Online Normalizer Calculation for Softmax"
+    assert "hand-edited text inside the markers" in p.message and "1.72×" in p.message
+
+
+def test_number_no_record_backs(tree):
+    root, _ = tree
+    edit_list(root, "hand-written text stays.",
+              "hand-written text stays. <!-- claimbench:Foundational kernel exercises > Optimizing Parallel "
+              "Reduction in CUDA -->2.10× vs torch.sum · H200 · fp32<!-- /claimbench -->")
+    (p,) = run(root)
+    assert p.line == 12 and "no current verified record backs a number here" in p.message
+
+
+def test_number_linking_a_refuted_record(tree):
+    root, recs = tree
+    rel = recs["transpose_new"].relative_to(root).as_posix()
+    edit_list(root, "both coalesce.", f"both coalesce. <!-- claimbench:Foundational kernel exercises > "
+                                      f"Efficient Matrix Transpose in CUDA C/C++ -->1.07× · H200 · [record]({rel})<!-- /claimbench -->")
+    (p,) = run(root)
+    assert p.line == 9 and "no current verified record backs" in p.message and "is refuted, not verified" in p.message
+
+
+def test_stale_hash_of_a_record_the_list_uses(tree):
+    root, _ = tree
+    claim = root / "claims" / "deepgemm-fp8.yaml"
+    claim.write_text(claim.read_text().replace("title: Fixture claim", "title: Edited fixture claim"))
+    (p,) = run(root)
+    assert p.key == "Matrix multiplication > DeepGEMM"
+    assert "stale hash: claims/deepgemm-fp8.yaml changed since the run" in p.message
+
+
+def test_corrupt_json_fails_and_is_named(tree):
+    root, recs = tree
+    recs["scan_h100_oldproto"].write_text('{"schema_version": 2, "claim_id": "scan-dec')
+    (p,) = run(root)
+    assert p.path.endswith(recs["scan_h100_oldproto"].name) and p.key == "record"
+    assert "corrupt or truncated JSON" in p.message
+
+
+def test_schema_failure(tree):
+    root, recs = tree
+    edit_record(recs["transpose_old"], surprise_field=1)
+    (p,) = run(root)
+    assert p.key == "record" and "surprise_field" in p.message
+
+
+def test_newer_schema_is_refused(tree):
+    root, recs = tree
+    edit_record(recs["transpose_old"], schema_version=3)
+    (p,) = run(root)
+    assert "schema_version 3 is newer than this claimbench reads" in p.message
+
+
+def test_published_value_on_a_non_verified_record(tree):
+    root, recs = tree
+    edit_record(recs["transpose_new"], published_value=1.07)
+    problems = run(root)
+    assert [p.key for p in problems] == ["published_value", "published_value"]
+    assert "only verified records carry one" in problems[0].message
+    assert "recomputing gives None" in problems[1].message
+
+
+def test_verified_record_whose_correctness_failed(tree):
+    root, recs = tree
+    edit_record(recs["bw_h200"], **{"correctness.passed": False})
+    keys = {p.key: p.message for p in run(root)}
+    assert "correctness.passed is False" in keys["correctness"]
+    assert "gives incorrect" in keys["verdict"]
+
+
+def test_hand_edited_record_value(tree):
+    root, recs = tree
+    rec = load_record(recs["gemm_h200"])
+    edit_record(recs["gemm_h200"], value=rec.value * 1.1, published_value=rec.value * 1.1)
+    problems = run(root)
+    assert {p.key for p in problems} >= {"value", "published_value"}
+    assert all("edited by hand" in p.message for p in problems if p.key in ("value", "published_value"))
+    assert any(p.path == "LIST.md" and p.key == "Matrix multiplication > DeepGEMM" for p in problems)
+
+
+def test_hand_edited_verdict_is_caught_even_with_a_warm_cache(tree):
+    root, recs = tree
+    assert run(root) == []  # warms the cache
+    rec = load_record(recs["transpose_new"])
+    edit_record(recs["transpose_new"], verdict="verified", published_value=rec.value)
+    problems = run(root)
+    verdict = [p for p in problems if p.key == "verdict"]
+    assert verdict and "says verified, but recomputing" in verdict[0].message and "gives refuted" in verdict[0].message
+
+
+def test_claim_referenced_by_the_list_fails_check(tree):
+    root, _ = tree
+    edit_list(root, "- DeepGEMM - A small", "- DeepGEMM library - A small")
+    problems = run(root)
+    claim = [p for p in problems if p.path == "claims/deepgemm-fp8.yaml"]
+    assert claim and claim[0].key == "entry" and "names no entry" in claim[0].message
+    assert any(p.path == "LIST.md" and "marker key" in p.message for p in problems)
+
+
+def test_record_filed_under_another_claim(tree):
+    root, recs = tree
+    src = recs["gemm_h200"]
+    shutil.move(src, recs["scan_h200"].parent / src.name)
+    problems = run(root)
+    assert any(p.key == "claim_id" and "does not match its folder" in p.message for p in problems)
+
+
+def test_unreadable_list_is_one_located_problem(tree):
+    root, _ = tree
+    edit_list(root, "hand-written text stays.", "hand-written text stays. <!-- claimbench:x -->1.2×")
+    problems = run(root)
+    assert [(p.path, p.line, p.key) for p in problems] == [("LIST.md", 12, "list")]
+    assert "unclosed" in problems[0].message
+
+
+def test_migrated_record_audits_clean(tree):
+    root, recs = tree
+    src = rk.FIXTURE / "records_v1" / "softmax-online"
+    for f in src.iterdir():
+        shutil.copy(f, root / "results" / "records" / "softmax-online" / f.name)
+    problems = run(root)
+    v1 = "results/records/softmax-online/20261105T090000Z-nvidia-h200-v1fixture0.json"
+    assert [p.message.split(";")[0] for p in problems] == [
+        "shows a number that no current verified record backs: record "
+        f"{recs['softmax_h200'].relative_to(root).as_posix()}: superseded by the newer "
+        f"verified record {v1}", f"lacks the number from {v1}, a current verified record"]
+    publish(root, root / "LIST.md", root / "results")
+    assert run(root) == []
+
+
+def test_check_record_flags_nothing_on_a_built_record():
+    root = rk.FIXTURE
+    assert check_record(rk.build(root, "softmax-online", kernel_us=150, baseline_us=240)) == []
+    assert check_record(rk.build(root, "softmax-online", kernel_us=150, baseline_us=240,
+                                 correctness_passed=False)) == []
+
+
+def test_data_layer_imports_no_gpu_stack_nor_pandas():
+    import subprocess
+    import sys
+
+    code = ("import sys, claimbench.publish, claimbench.audit, claimbench.index, claimbench.claimcheck, "
+            "claimbench.provenance, claimbench.cli; claimbench.cli.build_parser(); "
+            "print(sorted(m for m in ('torch', 'triton', 'cupy', 'pandas', 'matplotlib') if m in sys.modules))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"

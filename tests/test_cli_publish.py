@@ -1,0 +1,80 @@
+"""The publish, audit, table, site and show --record commands through `claimbench.cli.main`."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+import recordkit as rk
+from claimbench.cli import main
+
+
+@pytest.fixture
+def root(tmp_path):
+    return rk.standard_tree(tmp_path / "proj")[0]
+
+
+def test_publish_then_audit(root, capsys):
+    before = (root / "LIST.md").read_text()
+    assert main(["--root", str(root), "publish", "--dry-run"]) == 0
+    out = capsys.readouterr().out
+    assert "list would change" in out and "+- Single-pass Parallel Prefix Scan" in out
+    assert (root / "LIST.md").read_text() == before
+    assert main(["--root", str(root), "audit"]) == 1
+    out = capsys.readouterr().out.splitlines()
+    assert out[-1].startswith("audit: 5 problems in LIST.md and 13 records")
+    assert out[0].startswith("LIST.md:9: Foundational kernel exercises > Efficient Matrix Transpose")
+    assert main(["--root", str(root), "publish"]) == 0
+    capsys.readouterr()
+    assert main(["--root", str(root), "audit", "--no-cache"]) == 0
+    assert capsys.readouterr().out.startswith("audit: 0 problems")
+
+
+def test_publish_names_corrupt_records_on_stderr(root, capsys):
+    bad = next((root / "results" / "records" / "deepgemm-fp8").glob("*.json"))
+    bad.write_text("{")
+    assert main(["--root", str(root), "publish"]) == 0
+    assert f"unreadable record skipped: records/deepgemm-fp8/{bad.name}" in capsys.readouterr().err
+    assert main(["--root", str(root), "audit"]) == 1
+
+
+def test_bad_list_exits_1_with_one_line(root, capsys):
+    lst = root / "LIST.md"
+    lst.write_text(lst.read_text().replace("- DeepGEMM -", "- DeepGEMM - x\n- DeepGEMM -"))
+    assert main(["--root", str(root), "publish"]) == 1
+    err = capsys.readouterr().err
+    assert err.startswith("claimbench: ") and "appears twice" in err and len(err.splitlines()) == 1
+
+
+def test_missing_list_is_usage_error(root, capsys):
+    assert main(["--root", str(root), "publish", "--list", str(root / "NOPE.md")]) == 2
+
+
+def test_table_formats_and_compare(root, capsys):
+    assert main(["--root", str(root), "table", "--format", "json", "--verdict", "refuted"]) == 0
+    rows = json.loads(capsys.readouterr().out)
+    assert {r["claim"] for r in rows} == {"deepgemm-fp8", "transpose-tiled"}
+    assert main(["--root", str(root), "table", "--compare", "nvidia-h200", "nvidia-h100"]) == 0
+    assert "| claim | metric | value nvidia-h200 |" in capsys.readouterr().out
+
+
+def test_show_record(root, capsys):
+    path = next((root / "results" / "records" / "scan-decoupled").glob("*nvidia-h200*.json"))
+    assert main(["show", "--record", str(path)]) == 0
+    assert "verdict    verified: sol_fraction" in capsys.readouterr().out
+
+
+def test_site_command_wiring(root, capsys, monkeypatch):
+    import claimbench.site
+
+    seen = {}
+
+    def fake(r, out, *, list_path, results_dir):
+        seen.update(root=r, out=out, list_path=list_path, results_dir=results_dir)
+        return out / "index.html"
+
+    monkeypatch.setattr(claimbench.site, "build_site", fake)
+    assert main(["--root", str(root), "site"]) == 0
+    assert seen["out"] == root / "results" / "site" and seen["list_path"] == root / "LIST.md"
+    assert capsys.readouterr().out.strip() == f"site written: {root / 'results' / 'site' / 'index.html'}"

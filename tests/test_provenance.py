@@ -1,0 +1,57 @@
+"""provenance: the chain claim -> source -> records -> list, and one record made readable."""
+
+from __future__ import annotations
+
+import pytest
+
+import recordkit as rk
+from claimbench.provenance import show_provenance, show_record
+from claimbench.publish import publish
+
+
+@pytest.fixture
+def tree(tmp_path):
+    root, recs = rk.standard_tree(tmp_path / "proj")
+    publish(root, root / "LIST.md", root / "results")
+    return root, recs
+
+
+def test_chain_for_a_published_claim(tree):
+    root, recs = tree
+    text = show_provenance(root, "softmax-online")
+    assert "paper: Fixture source for softmax-online <https://example.org/softmax-online> at Section 4" in text
+    for key in ("softmax_h200_old", "softmax_h200", "softmax_h100", "softmax_gh200_stale", "softmax_cpu_skip"):
+        assert recs[key].name in text
+    assert "not current: stale hash: claims/softmax-online.yaml changed since the run" in text
+    assert "shows on 'Foundational kernel exercises > Online Normalizer Calculation for Softmax' (line 11): 1.62×" in text
+    assert "off for nvidia-gh200: stale hash" in text
+
+
+def test_chain_explains_a_superseded_number(tree):
+    root, recs = tree
+    text = show_provenance(root, "transpose-tiled")
+    assert f"off for nvidia-h200: superseded by the newer refuted record results/records/transpose-tiled/{recs['transpose_new'].name}" in text
+    assert "shows on" not in text
+
+
+def test_unknown_claim_says_so(tree):
+    root, _ = tree
+    text = show_provenance(root, "no-such-claim")
+    assert "cannot read" in text and "records  0" in text
+
+
+def test_record_readable(tree):
+    _, recs = tree
+    text = show_record(recs["softmax_h200"])
+    assert "verdict    verified: speedup 1.6" in text
+    assert "kernel    60 samples kept, 0 dropped for throttling; 12 rounds in 1 process(es)" in text
+    assert "trial 3 seed 1022: passed" in text and "rel_l2 0.006" in text
+    assert "hardware   H200 (nvidia-h200)" in text
+
+
+def test_failed_correctness_is_shown_per_trial(tmp_path):
+    root = rk.copy_tree(tmp_path / "proj")
+    path = rk.write(root, rk.build(root, "softmax-online", kernel_us=150, baseline_us=240, correctness_passed=False))
+    text = show_record(path)
+    assert "verdict    incorrect" in text and "correctness FAILED" in text
+    assert "trial 1 seed 1000: FAILED rel L2 error 0.3 > max_rel_l2 0.01" in text

@@ -1,0 +1,71 @@
+"""table: every readable record as a row; filters; md/csv/json; two GPUs side by side."""
+
+from __future__ import annotations
+
+import json
+
+import pandas as pd
+import pytest
+
+import recordkit as rk
+from claimbench.record import load_record
+from claimbench.table import compare, records_table, render
+
+
+@pytest.fixture
+def results(tmp_path):
+    root, recs = rk.standard_tree(tmp_path / "proj")
+    return root / "results", recs
+
+
+def test_one_row_per_record_newest_first(results):
+    res, recs = results
+    df = records_table(res)
+    assert len(df) == len(recs)
+    assert list(df.columns[:6]) == ["claim", "hardware", "date", "verdict", "metric", "value"]
+    assert df["date"].is_monotonic_decreasing
+    row = df[df["record"].str.endswith(recs["softmax_h200"].name)].iloc[0]
+    assert (row["claim"], row["hardware"], row["verdict"], row["commit"]) == (
+        "softmax-online", "nvidia-h200", "verified", "abc1234def")
+    assert row["ci_low"] < row["value"] < row["ci_high"]
+
+
+def test_filters(results):
+    res, _ = results
+    assert set(records_table(res, claim="softmax-*")["claim"]) == {"softmax-online", "softmax-online-bw"}
+    assert set(records_table(res, hardware="*H100*")["hardware"]) == {"nvidia-h100"}
+    assert set(records_table(res, hardware="nvidia-b200")["claim"]) == {"blackwell-time"}
+    assert set(records_table(res, verdict="refuted")["claim"]) == {"deepgemm-fp8", "transpose-tiled"}
+
+
+def test_corrupt_records_have_no_row(results):
+    res, recs = results
+    recs["gemm_h200"].write_text("{")
+    assert len(records_table(res)) == len(recs) - 1
+
+
+def test_formats(results):
+    res, _ = results
+    df = records_table(res, claim="transpose-tiled")
+    md = render(df, "md").splitlines()
+    assert md[0].startswith("| claim | hardware | date | verdict | metric | value | CI |")
+    assert "| transpose-tiled | nvidia-h200 | 2026-10-01 09:00 | refuted | speedup | 1.067 | [1.06, 1.073] |" in md[2]
+    csv = render(df, "csv").splitlines()
+    assert csv[0].startswith("claim,hardware,date,verdict,metric,value,ci_low,ci_high") and len(csv) == 3
+    rows = json.loads(render(df, "json"))
+    assert rows[0]["claim"] == "transpose-tiled" and rows[0]["date"].startswith("2026-10-01T09:00:00")
+    with pytest.raises(ValueError):
+        render(df, "xml")
+
+
+def test_compare_two_gpus(results):
+    res, _ = results
+    cmp = compare(records_table(res), "nvidia-h200", "nvidia-h100")
+    softmax = cmp[cmp["claim"] == "softmax-online"].iloc[0]
+    latest = load_record(results[1]["softmax_h200"]).value
+    assert softmax["value nvidia-h200"] == pytest.approx(latest)  # the latest H200 run
+    assert softmax["nvidia-h100 / nvidia-h200"] == pytest.approx(
+        softmax["value nvidia-h100"] / softmax["value nvidia-h200"])
+    gemm = cmp[cmp["claim"] == "deepgemm-fp8"].iloc[0]
+    assert gemm["verdict nvidia-h200"] == "refuted" and pd.isna(gemm["value nvidia-h100"])
+    assert "blackwell-time" not in set(cmp["claim"])
