@@ -111,14 +111,27 @@ class Listing:
                 raise AmbiguousEntry(ref, [self._ref(e) for e in hits])
         raise EntryNotFound(ref, self._suggest(want))
 
+    @cached_property
+    def _by_name(self) -> dict:
+        """Entries by exact and by case-folded name: `find` runs once or twice per claim."""
+        index: dict = {}
+        for e in self.entries:
+            index.setdefault(("exact", e.name), []).append(e)
+            index.setdefault(("fold", e.name.casefold()), []).append(e)
+        return index
+
+    def _named(self, name: str, fold) -> list[Entry]:
+        kind = "exact" if fold("A") == "A" else "fold"
+        return self._by_name.get((kind, fold(name)), [])
+
     def _match(self, want: str, fold) -> list[Entry]:
         hits = []
         if " > " in want:
             sec, _, name = want.rpartition(" > ")
             parts = tuple(fold(p.strip()) for p in sec.split(" > "))
-            hits = [e for e in self.entries if fold(e.name) == fold(name)
-                    and tuple(fold(p) for p in e.path[-len(parts):]) == parts]
-        return hits or [e for e in self.entries if fold(e.name) == fold(want)]
+            hits = [e for e in self._named(name, fold)
+                    if tuple(fold(p) for p in e.path[-len(parts):]) == parts]
+        return hits or list(self._named(want, fold))
 
     def _ref(self, entry: Entry) -> str:
         """`Section > Name` when that is unique in the list, else the full heading path."""
