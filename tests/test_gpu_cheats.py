@@ -9,49 +9,18 @@ runs these same cases (and, in its CPU rehearsal, those marked `cpu_ok`).
 
 from __future__ import annotations
 
-import shutil
 from dataclasses import dataclass
 from pathlib import Path
 
+import cheat_project
 import pytest
+from cheat_project import FIXTURES, HEAD, SOFTMAX, make_project
 
 from claimbench.status import Status
 
-FIXTURES = Path(__file__).parent / "fixtures"
-
-SOFTMAX = """\
-id: {id}
-title: GPU cheat fixture {id}
-entry: Online Normalizer Calculation for Softmax
-source: {{kind: implementer-report, title: fixture, url: "https://example.org/x", locator: "s1"}}
-hardware: {{device: {device}, model: ["*"]}}
-workload:
-  inputs: kernels/softmax_cpu.py:make_inputs
-  params: {params}
-  check_params: [{{rows: 3, cols: 17}}, {{rows: 1, cols: 1}}]
-  bytes: "8 * rows * cols"
-precision: {{dtype: float32}}
-kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
-baseline: {{name: torch.softmax, impl: kernels/softmax_cpu.py:torch_softmax}}
-correctness:
-  method: allclose
-  reference: kernels/softmax_cpu.py:reference_fp64
-  max_rel_l2: 1.0e-5
-  rtol: 1.0e-5
-  atol: 1.0e-6
-  trials: 2
-  forbidden: [torch.softmax, torch.nn.functional.softmax]
-claimed: {{metric: speedup, value: 0.01, tolerance: 0.05}}
-"""
-
 # Claims 5000 GB/s for a 32 MB row sum: more than HBM can deliver (H200 datasheet 4.8 TB/s,
 # 4.3 TB/s measured copy), so only an input read from L2 could reach it.
-L2_PERSIST = """\
-id: {id}
-title: GPU cheat fixture {id}
-entry: Online Normalizer Calculation for Softmax
-source: {{kind: implementer-report, title: fixture, url: "https://example.org/x", locator: "s1"}}
-hardware: {{device: {device}, model: ["*"]}}
+L2_PERSIST = HEAD + """\
 workload:
   inputs: kernels/cheat/gpu_l2_persist.py:make_inputs
   params: {params}
@@ -93,21 +62,12 @@ CASES = {
 }
 
 
-def make_project(root: Path) -> Path:
-    root.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(FIXTURES / "kernels", root / "kernels", dirs_exist_ok=True)
-    shutil.copy(FIXTURES / "LIST.md", root / "LIST.md")
-    (root / "claims").mkdir(exist_ok=True)
-    return root
-
-
 def write_claim(project: Path, name: str, device: str) -> Path:
     c = CASES[name]
     cid = f"{name.replace('_', '-')}-{device}"
     params = c.gpu_params if device == "cuda" else c.cpu_params
-    path = project / "claims" / f"{cid}.yaml"
-    path.write_text(c.template.format(id=cid, device=device, params=params, file=c.file))
-    return path
+    return cheat_project.write_claim(project, cid, c.file, template=c.template, title="GPU cheat fixture",
+                                     device=device, params=params)
 
 
 def run_case(project: Path, hw, name: str, device: str, results: Path, *, timeout_s: float = 180.0,

@@ -6,41 +6,12 @@ Each case writes a claim into a temporary project (a copy of tests/fixtures) and
 
 from __future__ import annotations
 
-import shutil
-from pathlib import Path
-
 import pytest
+from cheat_project import make_project, write_claim
 
 from claimbench.detect import detect
 from claimbench.runner import RunOptions, run_one
 from claimbench.status import Status
-
-FIXTURES = Path(__file__).parent / "fixtures"
-
-TEMPLATE = """\
-id: {id}
-title: fixture {id}
-entry: Online Normalizer Calculation for Softmax
-source: {{kind: implementer-report, title: fixture, url: "https://example.org/x", locator: "s1"}}
-hardware: {{device: cpu, model: ["*"]}}
-workload:
-  inputs: kernels/softmax_cpu.py:make_inputs
-  params: {{rows: 64, cols: 250}}
-  check_params: [{{rows: 3, cols: 17}}, {{rows: 1, cols: 1}}]
-  bytes: "{bytes}"
-{flops}precision: {{dtype: float32}}
-kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
-baseline: {{name: torch.softmax, impl: kernels/softmax_cpu.py:torch_softmax}}
-correctness:
-  method: allclose
-  reference: kernels/softmax_cpu.py:reference_fp64
-  max_rel_l2: 1.0e-5
-  rtol: 1.0e-5
-  atol: 1.0e-6
-  trials: 2
-  forbidden: [torch.softmax, torch.nn.functional.softmax]
-claimed: {{metric: speedup, value: 0.01, tolerance: 0.05}}
-"""
 
 # cheat file -> statuses it may end in (never verified), and a word the reason must contain
 CASES = {
@@ -69,11 +40,7 @@ CASES = {
 
 @pytest.fixture(scope="module")
 def project(tmp_path_factory):
-    root = tmp_path_factory.mktemp("proj")
-    shutil.copytree(FIXTURES / "kernels", root / "kernels")
-    shutil.copy(FIXTURES / "LIST.md", root / "LIST.md")
-    (root / "claims").mkdir()
-    return root
+    return make_project(tmp_path_factory.mktemp("proj"))
 
 
 @pytest.fixture(scope="module")
@@ -82,9 +49,7 @@ def hw(project):
 
 
 def _run(project, hw, name, file, *, bytes_="8 * rows * cols", flops="", timeout_s=120.0):
-    text = TEMPLATE.format(id=name.replace("_", "-"), file=file, bytes=bytes_, flops=flops)
-    path = project / "claims" / f"{name.replace('_', '-')}.yaml"
-    path.write_text(text)
+    path = write_claim(project, name.replace("_", "-"), file, bytes=bytes_, flops=flops)
     opts = RunOptions(results=project / "results", timeout_s=timeout_s,
                       timing={"max_time_s": 0.3, "warmup_s": 0.05})
     return run_one(path, project, hw, opts)

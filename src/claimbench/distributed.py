@@ -25,6 +25,8 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
+from claimbench.execute import reap
+
 TAIL_BYTES = 2000
 POLL_S = 0.05
 
@@ -85,7 +87,7 @@ def _attempt(job: dict, nranks: int, timeout_s: float, grace_s: float, say: Call
             timed_out = _supervise(procs, out, timeout_s, grace_s, say)
         finally:
             for p in procs:
-                _reap(p)
+                reap(p, kill=p.poll() is None)   # kill the group of a rank still running
             for log in logs:
                 log.close()
             _keep_logs(out, nranks, job.get("log_path"))
@@ -137,24 +139,6 @@ def _kill_all(procs: list[subprocess.Popen]) -> None:
             os.killpg(p.pid, signal.SIGKILL)
         except (ProcessLookupError, PermissionError):
             pass
-
-
-def _reap(p: subprocess.Popen) -> None:
-    """Kill the rank's process group (threads, helpers, grandchildren) and wait for the rank."""
-    if p.poll() is None:
-        try:
-            os.killpg(p.pid, signal.SIGKILL)
-        except (ProcessLookupError, PermissionError):
-            pass
-    try:
-        p.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        p.kill()
-        p.wait()
-    try:
-        os.killpg(p.pid, signal.SIGKILL)
-    except (ProcessLookupError, PermissionError):
-        pass
 
 
 def _status(out: Path, rank: int) -> dict:

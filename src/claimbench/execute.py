@@ -67,7 +67,7 @@ def run_child(job: dict, *, env_extra: dict, timeout_s: float, cwd: Path,
                 if "result" in msg:
                     result = msg["result"]
         os.close(rfd)
-        _reap(proc, kill=timed_out or result is None)
+        reap(proc, kill=timed_out or result is None)
     tail = _tail(log_path) if job.get("log_path") else ""
     if timed_out:
         return {"outcome": "timeout", "outcome_reason": f"no result within the {timeout_s:g} s limit; the process group was killed"}
@@ -84,7 +84,10 @@ def _readable(fd: int) -> bool:
     return bool(r)
 
 
-def _reap(proc: subprocess.Popen, kill: bool) -> None:
+def reap(proc: subprocess.Popen, kill: bool) -> None:
+    """Wait for a child started with ``start_new_session=True``, then SIGKILL what is left of its
+    process group (threads, helpers, grandchildren); ``kill`` SIGKILLs the group first. Also used
+    by distributed.py for each rank. The child leads its session, so it cannot leave the group."""
     if kill:
         try:
             os.killpg(proc.pid, signal.SIGKILL)

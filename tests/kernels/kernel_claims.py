@@ -53,6 +53,16 @@ def assert_matches(out: torch.Tensor, ref: torch.Tensor, corr: dict, what: str) 
     assert bad == 0, f"{what}: {bad} elements outside atol*max|ref| + rtol*|ref|"
 
 
+def check_sides(claim: dict, params: dict, seed: int) -> None:
+    """Kernel and baseline, each through its ``prepare``, against the reference at one shape and
+    seed: for tests that pick their own seed or add shapes to the claim's ``check_params``."""
+    corr = claim["correctness"]
+    args = inputs(claim, params, seed)
+    ref = resolve(corr["reference"])(*args)
+    for side in ("kernel", "baseline"):
+        assert_matches(run_side(claim, side, args), ref, corr, f"{claim['id']} {side} {params}")
+
+
 def check_claim(claim_id: str, seed: int = 0) -> None:
     """Kernel and baseline against the reference at every check shape of the claim."""
     claim = load_claim(claim_id)

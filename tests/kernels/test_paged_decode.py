@@ -3,33 +3,19 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
-import yaml
+from kernel_claims import check_sides, load_claim
 
 import kernels.paged_decode as P
 
-CLAIM = yaml.safe_load((Path(__file__).resolve().parents[2] / "claims" / "paged-decode-vs-contiguous.yaml").read_text())
-CORR = CLAIM["correctness"]
-DTYPE = CLAIM["precision"]["check_dtype"]
-
-
-def _assert_close(out, ref):
-    out = out.to(torch.float64)
-    assert out.shape == ref.shape and torch.isfinite(out).all()
-    assert (out - ref).norm() / ref.norm() <= CORR["max_rel_l2"]
-    assert ((out - ref).abs() <= CORR["atol"] * ref.abs().max() + CORR["rtol"] * ref.abs()).all()
+CLAIM = load_claim("paged-decode-vs-contiguous")
 
 
 @pytest.mark.parametrize("params", CLAIM["workload"]["check_params"] + [
     dict(batch=2, q_heads=8, kv_heads=2, seqlen=64, head_dim=32)])   # whole pages only
 def test_kernel_and_baseline_match_the_reference(params):
-    inputs = P.make_inputs(seed=7, device="cpu", dtype=DTYPE, **params)
-    ref = P.reference_fp64(*inputs)
-    _assert_close(P.paged_decode(*P.to_paged(*inputs)), ref)
-    _assert_close(P.contiguous_decode(*P.to_contiguous(*inputs)), ref)
+    check_sides(CLAIM, params, seed=7)    # paged_decode over to_paged; contiguous_decode over to_contiguous
 
 
 def test_paged_layout_is_a_shuffled_page_table():

@@ -3,24 +3,13 @@ dequantized bf16 baseline, at the claim's check shapes and tolerances."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 import torch
-import yaml
+from kernel_claims import check_sides, load_claim
 
 import kernels.weight_only_gemv as W
 
-CLAIM = yaml.safe_load((Path(__file__).resolve().parents[2] / "claims" / "gemv-int4-vs-bf16.yaml").read_text())
-CORR = CLAIM["correctness"]
-DTYPE = CLAIM["precision"]["check_dtype"]
-
-
-def _assert_close(out, ref):
-    out = out.to(torch.float64)
-    assert out.shape == ref.shape and torch.isfinite(out).all()
-    assert (out - ref).norm() / ref.norm() <= CORR["max_rel_l2"]
-    assert ((out - ref).abs() <= CORR["atol"] * ref.abs().max() + CORR["rtol"] * ref.abs()).all()
+CLAIM = load_claim("gemv-int4-vs-bf16")
 
 
 def _unpack(packed, cols):
@@ -30,10 +19,7 @@ def _unpack(packed, cols):
 
 @pytest.mark.parametrize("params", CLAIM["workload"]["check_params"])
 def test_kernel_and_baseline_match_the_dequantized_reference(params):
-    inputs = W.make_inputs(seed=11, device="cpu", dtype=DTYPE, **params)
-    ref = W.reference_fp64(*inputs)
-    _assert_close(W.int4_gemv(*W.quantize_int4(*inputs)), ref)
-    _assert_close(W.dense_gemv(*W.dequantize_bf16(*inputs)), ref)
+    check_sides(CLAIM, params, seed=11)   # int4_gemv over quantize_int4; dense_gemv over dequantize_bf16
 
 
 def test_packing_round_trips_and_stays_in_int4():

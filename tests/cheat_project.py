@@ -1,0 +1,63 @@
+"""The temporary project the cheat tests run in, and the softmax claim each cheat is written into.
+
+test_runner_cheats.py (CPU cheats) and test_gpu_cheats.py (GPU cheats, also driven by
+scripts/gpucheck) both copy tests/fixtures into a fresh root and write one claim a case, so a
+fixture kernel is judged by the same claim shape whichever suite runs it.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+FIXTURES = Path(__file__).parent / "fixtures"
+
+# What every fixture claim opens with; a template continues it from `workload:`.
+HEAD = """\
+id: {id}
+title: {title} {id}
+entry: Online Normalizer Calculation for Softmax
+source: {{kind: implementer-report, title: fixture, url: "https://example.org/x", locator: "s1"}}
+hardware: {{device: {device}, model: ["*"]}}
+"""
+
+# A softmax claim around a fixture kernel kernels/cheat/<file>.py; DEFAULTS and the fields fill it.
+SOFTMAX = HEAD + """\
+workload:
+  inputs: kernels/softmax_cpu.py:make_inputs
+  params: {params}
+  check_params: [{{rows: 3, cols: 17}}, {{rows: 1, cols: 1}}]
+  bytes: "{bytes}"
+{flops}precision: {{dtype: float32}}
+kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
+baseline: {{name: torch.softmax, impl: kernels/softmax_cpu.py:torch_softmax}}
+correctness:
+  method: allclose
+  reference: kernels/softmax_cpu.py:reference_fp64
+  max_rel_l2: 1.0e-5
+  rtol: 1.0e-5
+  atol: 1.0e-6
+  trials: 2
+  forbidden: [torch.softmax, torch.nn.functional.softmax]
+claimed: {{metric: speedup, value: 0.01, tolerance: 0.05}}
+"""
+
+# `flops` is a whole YAML line (with its indent and newline) or empty: most cases declare none.
+DEFAULTS = {"title": "fixture", "device": "cpu", "params": "{rows: 64, cols: 250}",
+            "bytes": "8 * rows * cols", "flops": ""}
+
+
+def make_project(root: Path) -> Path:
+    """A copy of the fixture kernels and LIST.md under ``root``, with an empty claims/."""
+    root.mkdir(parents=True, exist_ok=True)
+    shutil.copytree(FIXTURES / "kernels", root / "kernels", dirs_exist_ok=True)
+    shutil.copy(FIXTURES / "LIST.md", root / "LIST.md")
+    (root / "claims").mkdir(exist_ok=True)
+    return root
+
+
+def write_claim(project: Path, claim_id: str, file: str, *, template: str = SOFTMAX, **fields) -> Path:
+    """claims/<claim_id>.yaml for the fixture kernel ``file``; ``fields`` override DEFAULTS."""
+    path = project / "claims" / f"{claim_id}.yaml"
+    path.write_text(template.format(id=claim_id, file=file, **{**DEFAULTS, **fields}))
+    return path
