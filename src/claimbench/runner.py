@@ -85,6 +85,8 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
            "timing": {**opts.timing, "hot": opts.hot or None},
            "log_path": str(opts.results / ".cache" / "logs" / f"{claim.id}.log")}
     say(f"{claim.id}: {'measuring on ' + hw.name if ok else 'correctness on CPU (' + why + ')'}")
+    if ok:
+        say(f"{claim.id}: ceilings for {hw.name}")
     ceilings = None
     if ok:
         from .execute import run_ceilings
@@ -93,6 +95,7 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
             ceilings = run_ceilings(hw.to_dict(), sorted({dtype, "float32"}), cache, env_extra={})
         except Exception as e:  # no ceilings, no floor and no sol_fraction: said in the record
             say(f"{claim.id}: {e}")
+    say(f"{claim.id}: starting the claim's process")
     records_before = _tree_state(opts.results / "records")
     results = []
     for i in range(max(1, opts.repeat) if ok else 1):

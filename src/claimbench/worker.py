@@ -52,13 +52,16 @@ def run_job(job: dict, progress) -> dict:
     from .loader import load, project_modules
     from .session import Session
 
+    progress("loading the claim's modules")
     s = Session(claim, root, device, dtype, load, progress)
     # Taken after the kernel modules loaded: torch rebinds a few names lazily on first use of
     # its submodules, and import-time patching is the static rules' job (rules.py).
+    progress("snapshotting torch and the timers")
     guard.prime()
     snap = guard.Snapshot()
     snap.add("baseline", s.baseline)
     res: dict[str, Any] = {"rejections": [], "seeds": job["seeds"]}
+    progress("checking that the inputs follow the seed")
     problems = s.static_and_seed_checks(job["seeds"]["sensitivity"])
     res["rejections"] += problems
     if not problems:
