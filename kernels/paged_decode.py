@@ -34,6 +34,9 @@ import torch
 import triton
 import triton.language as tl
 
+# Same inputs and float64 reference as grouped decode: paging changes the layout, not the function.
+from kernels.gqa_decode import make_inputs, reference_fp64  # noqa: F401
+
 PAGE_SIZE = 16
 _LOG2E = 1.4426950408889634
 # Fixed launch configs, no autotune. 8 warps on Hopper: at 4 the paged gather spills registers on
@@ -143,22 +146,3 @@ def contiguous_decode(q, k, v):
     # No block table: q stands in for the two unused pointers, so nothing extra is launched.
     return _launch(q, k, v, q, q, k.shape[2], paged=False)
 
-
-def make_inputs(*, seed: int, device: str, dtype: str, batch: int, q_heads: int, kv_heads: int,
-                seqlen: int, head_dim: int):
-    """q (batch, q_heads, head_dim); logical K and V (batch, kv_heads, seqlen, head_dim)."""
-    gen = torch.Generator().manual_seed(seed)
-    dt = getattr(torch, dtype)
-    q = torch.randn(batch, q_heads, head_dim, generator=gen)
-    k = torch.randn(batch, kv_heads, seqlen, head_dim, generator=gen)
-    v = torch.randn(batch, kv_heads, seqlen, head_dim, generator=gen)
-    return tuple(t.to(device=device, dtype=dt) for t in (q, k, v))
-
-
-def reference_fp64(q, k, v):
-    """Grouped decode attention in float64 on the logical cache."""
-    q, k, v = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
-    group = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    s = torch.einsum("bhd,bhnd->bhn", q, k) / math.sqrt(q.shape[-1])
-    return torch.einsum("bhn,bhnd->bhd", torch.softmax(s, dim=-1), v)
