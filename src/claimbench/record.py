@@ -56,7 +56,7 @@ class Record(BaseModel):
     hardware_match: bool = True
     hardware_reason: str = ""
     blockers: list[str] = Field(default_factory=list, description="Why this machine cannot verify (MIG, other processes).")
-    mode: str = Field("measured", description="measured | correctness-only (hardware did not match) | failed")
+    mode: str = Field("measured", description="measured (cold, publishable) | measured-hot (--hot: labelled, never published) | correctness-only (hardware did not match)")
     claimed: dict[str, Any] = Field(description="metric, value, tolerance as the claim stated them.")
     precision: dict[str, Any] = Field(default_factory=dict)
     flops: Optional[float] = None

@@ -216,7 +216,7 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
         claim_sha256=sha256_file(claim_path), claim_path=str(claim_path.resolve().relative_to(root.resolve())) if claim_path.resolve().is_relative_to(root.resolve()) else str(claim_path),
         source_sha256=hashes, seeds=[*seeds.get("trials", []), *seeds.get("sensitivity", []), seeds.get("timing", 0)],
         hardware={**hw.to_dict(), "slug": hw.slug, "name": hw.name}, hardware_match=ok, hardware_reason=why,
-        blockers=list(ev.blockers), mode="measured" if ok else "correctness-only",
+        blockers=list(ev.blockers), mode=("measured-hot" if timing.get("mode") == "hot" else "measured") if ok else "correctness-only",
         claimed=claim.claimed.model_dump(), precision=claim.precision.model_dump(), flops=flops, bytes=nbytes,
         tensor_bytes=tensor_bytes, protocol=protocol, correctness=corr, rejections=rejections,
         outcome=outcome, outcome_reason=outcome_reason, kernel=k, baseline=b, throttled_majority=throttled,
