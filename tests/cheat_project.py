@@ -29,7 +29,7 @@ workload:
   check_params: [{{rows: 3, cols: 17}}, {{rows: 1, cols: 1}}]
   bytes: "{bytes}"
 {flops}precision: {{dtype: float32}}
-kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
+kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"{kernel_extra}}}
 baseline: {{name: torch.softmax, impl: kernels/softmax_cpu.py:torch_softmax}}
 correctness:
   method: allclose
@@ -44,7 +44,7 @@ claimed: {{metric: speedup, value: 0.01, tolerance: 0.05}}
 
 # `flops` is a whole YAML line (with its indent and newline) or empty: most cases declare none.
 DEFAULTS = {"title": "fixture", "device": "cpu", "params": "{rows: 64, cols: 250}",
-            "bytes": "8 * rows * cols", "flops": ""}
+            "bytes": "8 * rows * cols", "flops": "", "kernel_extra": ""}
 
 
 def make_project(root: Path) -> Path:

@@ -15,7 +15,7 @@ import numpy as np
 from claimbench import expr
 from claimbench.claim import Claim
 from claimbench.index import append_index
-from claimbench.record import Record, sha256_file, write_record
+from claimbench.record import MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, Record, sha256_file, write_record
 from claimbench.yamlsafe import load_document
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "publish"
@@ -56,7 +56,7 @@ def hardware(slug: str) -> dict:
 
 def build(root: Path, claim_id: str, *, hw: str = "nvidia-h200", created: str = "2026-11-01T10:00:00.000000Z",
           kernel_us: float = 100.0, baseline_us: float | None = None, seed: int = 0, dirty: bool = False,
-          protocol_version: int = 1, mode: str = "measured", correctness_passed: bool = True,
+          protocol_version: int = PROTOCOL_VERSION, mode: str = "measured", correctness_passed: bool = True,
           floor_us: float | None = None, noise: float = 0.01, **overrides) -> Record:
     """One record for `claim_id` as the runner would write it; the verdict comes from decide()."""
     from claimbench.verdict import decide
@@ -116,7 +116,7 @@ def standard(root: Path) -> dict[str, Path]:
     R["gemm_h200"] = write(root, build(root, "deepgemm-fp8", created="2026-10-10T09:00:00.000000Z", kernel_us=1718, seed=6))
     R["gemm_h200_dirty"] = write(root, build(root, "deepgemm-fp8", created="2026-10-12T09:00:00.000000Z", kernel_us=2500, seed=7, dirty=True))
     R["scan_h200"] = write(root, build(root, "scan-decoupled", created="2026-10-05T09:00:00.000000Z", kernel_us=117.6, floor_us=100.0, seed=8))
-    R["scan_h100_oldproto"] = write(root, build(root, "scan-decoupled", hw="nvidia-h100", created="2026-10-06T09:00:00.000000Z", kernel_us=110, floor_us=100.0, seed=9, protocol_version=0))
+    R["scan_h100_oldproto"] = write(root, build(root, "scan-decoupled", hw="nvidia-h100", created="2026-10-06T09:00:00.000000Z", kernel_us=110, floor_us=100.0, seed=9, protocol_version=MIN_PROTOCOL_VERSION - 1))
     R["blackwell_b200"] = write(root, build(root, "blackwell-time", hw="nvidia-b200", created="2026-10-07T09:00:00.000000Z", kernel_us=12.3, seed=10))
     R["transpose_old"] = write(root, build(root, "transpose-tiled", created="2026-09-01T09:00:00.000000Z", kernel_us=150, baseline_us=210, seed=11))
     R["transpose_new"] = write(root, build(root, "transpose-tiled", created="2026-10-01T09:00:00.000000Z", kernel_us=150, baseline_us=160, seed=12))

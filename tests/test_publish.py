@@ -13,7 +13,7 @@ import pytest
 import recordkit as rk
 from claimbench import publish as pub
 from claimbench.listing import ListError
-from claimbench.record import load_record
+from claimbench.record import MIN_PROTOCOL_VERSION, load_record
 
 GOLDEN = rk.FIXTURE / "LIST.published.md"
 
@@ -46,7 +46,7 @@ def test_golden_output(tree):
     off = {(r.claim_id, r.hardware): r.why for r in plan.removed}
     assert off[("transpose-tiled", "nvidia-h200")].startswith("superseded by the newer refuted record")
     assert off[("softmax-online", "nvidia-gh200")].startswith("stale hash: claims/softmax-online.yaml")
-    assert off[("scan-decoupled", "nvidia-h100")].startswith("protocol 0 is older than the minimum")
+    assert off[("scan-decoupled", "nvidia-h100")].startswith(f"protocol {MIN_PROTOCOL_VERSION - 1} is older than the minimum")
     assert [k for k, _ in plan.cleared] == ["Foundational kernel exercises > Efficient Matrix Transpose in CUDA C/C++"]
 
 

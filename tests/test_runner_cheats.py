@@ -16,6 +16,8 @@ from claimbench.status import Status
 # cheat file -> statuses it may end in (never verified), and a word the reason must contain
 CASES = {
     "zeros": ({Status.INCORRECT}, "zeros"),
+    "fingerprint_cache": ({Status.REJECTED, Status.INCORRECT, Status.INCONCLUSIVE}, ""),
+    "prepare_answer": ({Status.REJECTED}, "prepare"),
     "nan": ({Status.INCORRECT}, "NaN"),
     "empty_like": ({Status.INCORRECT, Status.REJECTED}, ""),
     "mutate_input": ({Status.REJECTED, Status.INCORRECT}, "mutated"),
@@ -48,8 +50,16 @@ def hw(project):
     return detect(project)
 
 
+# fields some cases need beyond the template's defaults
+EXTRA = {
+    "prepare_answer": {"kernel_extra": ', prepare: "kernels/cheat/prepare_answer.py:prepare"'},
+    # large enough that each call is timed alone (CPU blocks hold calls under 50 us)
+    "fingerprint_cache": {"params": "{rows: 256, cols: 2000}"},
+}
+
+
 def _run(project, hw, name, file, *, bytes_="8 * rows * cols", flops="", timeout_s=120.0):
-    path = write_claim(project, name.replace("_", "-"), file, bytes=bytes_, flops=flops)
+    path = write_claim(project, name.replace("_", "-"), file, bytes=bytes_, flops=flops, **EXTRA.get(name, {}))
     opts = RunOptions(results=project / "results", timeout_s=timeout_s,
                       timing={"max_time_s": 0.3, "warmup_s": 0.05})
     return run_one(path, project, hw, opts)

@@ -22,8 +22,8 @@ from .errors import UserError
 from .verdict import Evidence, Samples
 
 SCHEMA_VERSION = 2
-PROTOCOL_VERSION = 1
-MIN_PROTOCOL_VERSION = 1
+PROTOCOL_VERSION = 2  # 2: per-sample perturbation, CPU calls timed alone from 50 us
+MIN_PROTOCOL_VERSION = 2
 
 
 class SideTiming(BaseModel):

@@ -140,6 +140,16 @@ def _tree_state(folder: Path) -> dict:
     return state
 
 
+def _blockers(hw: Hardware, ok: bool, device: str, timing: dict) -> tuple:
+    """Why this run cannot verify even if its numbers clear the claim."""
+    out = list(blockers(hw)) if ok and device == "cuda" else []
+    n = ((timing.get("calls_per_block") or {}).get("kernel") or 1)
+    if ok and timing.get("mode") == "cpu" and n > 1:
+        out.append(f"kernel calls were timed in blocks of {n} (each under the block time), so not every "
+                   "timed output could be checked; make the workload larger")
+    return tuple(out)
+
+
 def _side(results: list[dict], side: str) -> dict:
     out = {"samples_us": [], "rounds": [], "processes": [], "dropped_us": []}
     meds = []
@@ -194,7 +204,7 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
         metric=claim.claimed.metric, claimed_value=claim.claimed.value, tolerance=claim.claimed.tolerance,
         flops=flops, bytes=nbytes, outcome=outcome, outcome_reason=outcome_reason, rejections=tuple(rejections),
         correctness_passed=corr.get("passed"), correctness_reason=corr.get("reason", ""),
-        hardware_match=ok, hardware_reason=why, blockers=tuple(blockers(hw)) if ok and device == "cuda" else (),
+        hardware_match=ok, hardware_reason=why, blockers=_blockers(hw, ok, device, timing),
         kernel=Samples(k["samples_us"], k["rounds"], k["processes"]) if k["samples_us"] else None,
         baseline=Samples(b["samples_us"], b["rounds"], b["processes"]) if b["samples_us"] else None,
         floor_us=floor, floor_term=term, throttled_majority=throttled, tensor_bytes=tensor_bytes)

@@ -132,6 +132,11 @@ class Session:
         del bout
         ref = self.ref(pristine)
         row.update(verify.compare_all(held, ref, corr, expect))
+        for op in kops:  # an untimed prepare must not hand the kernel its answer
+            if isinstance(op, torch.Tensor) and any(op.shape == r.shape for r in ref):
+                if any(op.shape == r.shape and verify.compare(op, r, corr)["passed"] for r in ref):
+                    rej.append("the kernel's operands already hold the answer: `prepare` must not compute it")
+                    break
         base_check = verify.compare_all(bheld, ref, corr)
         row["baseline_rel_l2"] = [o.get("rel_l2") for o in base_check["outputs"]]
         if not base_check["passed"]:
