@@ -180,7 +180,7 @@ def run_rank(job: dict, say: Callable[[str], None]) -> dict | None:
     rejections = tagged(rank.gather(s.static_and_seed_checks(seeds["sensitivity"])))
     measured = job["mode"] == "measured"
     if not rejections:
-        corr = s.correctness(seeds["trials"], measured=measured, check_params=job.get("check_params", True))
+        corr = s.correctness(seeds["trials"], measured=measured)
         res["correctness"] = merge_correctness(rank.gather(corr), device, job["dtype"])
         rejections += res["correctness"].pop("rejections", [])
         if measured and res["correctness"]["passed"] and not rejections:

@@ -72,7 +72,7 @@ class Session:
         return ([base] if measured else []) + checks or [base]
 
     # -- correctness ----------------------------------------------------------------------
-    def correctness(self, seeds: list[int], *, measured: bool, check_params: bool = True) -> dict:
+    def correctness(self, seeds: list[int], *, measured: bool) -> dict:
         corr = self.claim.correctness
         trials, rejections, first = [], [], True
         shapes = self._shapes(measured)

@@ -65,8 +65,7 @@ def run_job(job: dict, progress) -> dict:
     problems = s.static_and_seed_checks(job["seeds"]["sensitivity"])
     res["rejections"] += problems
     if not problems:
-        corr = s.correctness(job["seeds"]["trials"], measured=job["mode"] == "measured",
-                             check_params=job.get("check_params", True))
+        corr = s.correctness(job["seeds"]["trials"], measured=job["mode"] == "measured")
         res["correctness"] = corr
         res["rejections"] += corr.pop("rejections", [])
         if job["mode"] == "measured" and corr["passed"] and not res["rejections"]:

@@ -10,7 +10,6 @@ import ast
 import importlib.util
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable
 
 
 @dataclass(frozen=True)
@@ -76,5 +75,3 @@ def child_env(backends: list[str], device: str) -> dict:
         env.update(get(name).env(device))
     return env
 
-
-Resolver = Callable[[str], str]
