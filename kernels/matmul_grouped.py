@@ -137,11 +137,12 @@ def check_operands(a: torch.Tensor, b: torch.Tensor) -> tuple[int, int, int]:
     return a.shape[0], b.shape[1], a.shape[1]
 
 
-def grouped_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    """The kernel: C = A @ B with grouped tile order, fp32 accumulation, C in A's dtype."""
+def grouped_matmul(a: torch.Tensor, b: torch.Tensor, cfg: dict | None = None) -> torch.Tensor:
+    """The kernel: C = A @ B with grouped tile order, fp32 accumulation, C in A's dtype.
+    `cfg` pins the tile config (the batch-invariant kernel uses one for every M)."""
     M, N, K = check_operands(a, b)
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    cfg = gemm_config(a, M)
+    cfg = dict(cfg) if cfg is not None else gemm_config(a, M)
     grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
     grouped_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                           c.stride(0), c.stride(1), IEEE=a.dtype == torch.float32, **cfg)

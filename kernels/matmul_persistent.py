@@ -35,7 +35,7 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.matmul_grouped import (check_operands, draw, gemm_config, interpreted, store_tile, tile_coords,
+from kernels.matmul_grouped import (check_operands, draw, make_inputs, reference_fp64, gemm_config, interpreted, store_tile, tile_coords,
                                     tile_mac)
 
 CPU_PROGRAMS = 3  # interpreter: few programs, so each one loops over several tiles
@@ -74,11 +74,3 @@ def persistent_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
                                     b.stride(0), b.stride(1), c.stride(0), c.stride(1),
                                     IEEE=a.dtype == torch.float32, **cfg)
     return c
-
-
-def make_inputs(*, seed: int, device: str, dtype: str, M: int, N: int, K: int):
-    return draw(seed, device, getattr(torch, dtype), (M, K), (K, N))
-
-
-def reference_fp64(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return a.to(torch.float64) @ b.to(torch.float64)

@@ -49,7 +49,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.matmul_grouped import check_operands, draw, interpreted, store_tile, tile_mac
+from kernels.matmul_grouped import (check_operands, draw, interpreted, make_inputs, reference_fp64,  # noqa: F401
+                                    store_tile, tile_mac)
 from kernels.matmul_persistent import sm_count
 
 CPU_PROGRAMS = 5
@@ -207,11 +208,3 @@ def data_parallel_matmul(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
                                 b.stride(1), c.stride(0), c.stride(1),
                                 IEEE=a.dtype == torch.float32, **cfg)
     return c
-
-
-def make_inputs(*, seed: int, device: str, dtype: str, M: int, N: int, K: int):
-    return draw(seed, device, getattr(torch, dtype), (M, K), (K, N))
-
-
-def reference_fp64(a: torch.Tensor, b: torch.Tensor) -> torch.Tensor:
-    return a.to(torch.float64) @ b.to(torch.float64)
