@@ -30,6 +30,8 @@ from pathlib import Path
 
 import numpy as np
 
+from claimbench.record import PROTOCOL_VERSION, SCHEMA_VERSION
+
 HW = ["nvidia-h200", "nvidia-h100-80gb-hbm3", "nvidia-a100-sxm4-80gb", "nvidia-b200", "nvidia-gh200-480gb",
       "nvidia-l40s", "nvidia-rtx-6000-ada-generation", "nvidia-h20", "nvidia-a10g", "nvidia-b300"]
 KINDS = [("speedup", 1.5, None), ("speedup", 1.2, None), ("gbps", 3000.0, None), ("tflops", 600.0, "2 * n * n * n"),
@@ -125,7 +127,7 @@ def write_records(args) -> int:
         created = f"2026-{1 + day // 28:02d}-{1 + day % 28:02d}T{n % 24:02d}:{n % 60:02d}:{(n // 60) % 60:02d}.{n % 1000000:06d}Z"
         dirty = n % 50 == 0
         rec = {
-            "schema_version": 2, "protocol_version": 1, "claim_id": f"claim-{c:04d}", "created_utc": created,
+            "schema_version": SCHEMA_VERSION, "protocol_version": PROTOCOL_VERSION, "claim_id": f"claim-{c:04d}", "created_utc": created,
             "harness_version": "0.1.0", "git_commit": f"{n * 2654435761 % (1 << 40):010x}", "git_dirty": dirty,
             "claim_sha256": hashes["claim", c], "claim_path": f"claims/claim-{c:04d}.yaml",
             "source_sha256": {f"kernels/k{c % 20:02d}.py": hashes["k", c % 20], "kernels/__init__.py": hashes["init"]},

@@ -10,13 +10,14 @@ record has a new sha256 and is checked again; an unchanged one is still read and
 
 from __future__ import annotations
 
+import gc
 import hashlib
-import json
 import math
 import os
 import re
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
+from contextlib import contextmanager
 from dataclasses import fields
 from pathlib import Path
 from typing import Optional
@@ -24,12 +25,13 @@ from typing import Optional
 from .index import Summary, scan_records, read_summary
 from .listing import Entry, ListError, parse_list, read_region
 from .problem import Problem
-from .record import Record
+from .record import Record, dumps_json_line, loads_json
 from .status import Status
 
 CACHE_DIR = ".cache"
 REL_TOL = 1e-9
 _PARALLEL_MIN = 500
+_CHUNK = 256  # records per task: enough to batch their bootstraps, few enough to balance two workers
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _KNOWN: frozenset = frozenset()
 _KEEP = tuple(f.name for f in fields(Summary) if f.name not in ("path", "size", "mtime_ns", "sha256"))
@@ -45,8 +47,36 @@ def _close(a: Optional[float], b: Optional[float]) -> bool:
 
 def check_record(rec: Record) -> list[tuple[str, str]]:
     """(key, message) for each invariant the record breaks, and each field decide() disagrees with."""
-    from .verdict import decide
+    return check_records([rec])[0]
 
+
+def check_records(recs: list[Record]) -> list[list[tuple[str, str]]]:
+    """``check_record`` for each record, with their verdicts recomputed together (one batched bootstrap)."""
+    from .verdict import decide, decide_many
+
+    evidence, verdicts = [], []
+    for rec in recs:
+        try:
+            evidence.append(rec.evidence())
+        except Exception as e:  # a record decide() cannot read is itself a failure
+            evidence.append(e)
+    readable = [ev for ev in evidence if not isinstance(ev, Exception)]
+    try:
+        batch = iter(decide_many(readable))
+        verdicts = [ev if isinstance(ev, Exception) else next(batch) for ev in evidence]
+    except Exception:  # one unreadable record must not hide the others: decide them one by one
+        verdicts = [ev if isinstance(ev, Exception) else _decide_or_error(decide, ev) for ev in evidence]
+    return [_compare(rec, v) for rec, v in zip(recs, verdicts)]
+
+
+def _decide_or_error(decide, ev):
+    try:
+        return decide(ev)
+    except Exception as e:
+        return e
+
+
+def _compare(rec: Record, v) -> list[tuple[str, str]]:
     out = []
     verified = rec.verdict == Status.VERIFIED.value
     if rec.published_value is not None and not verified:
@@ -56,10 +86,8 @@ def check_record(rec: Record) -> list[tuple[str, str]]:
                                    f"{rec.correctness.get('passed')!r}"))
     if verified and rec.mode not in ("measured", "measured-hot"):
         out.append(("mode", f"the record says verified, but its mode is {rec.mode!r}, not measured"))
-    try:
-        v = decide(rec.evidence())
-    except Exception as e:  # a record decide() cannot read is itself a failure
-        return out + [("verdict", f"cannot recompute the verdict: {type(e).__name__}: {e}")]
+    if isinstance(v, Exception):
+        return out + [("verdict", f"cannot recompute the verdict: {type(v).__name__}: {v}")]
     if v.status.value != rec.verdict:
         out.append(("verdict", f"says {rec.verdict}, but recomputing from its own samples, correctness "
                                f"data and claim gives {v.status.value} ({v.reason}): edited by hand?"))
@@ -74,7 +102,7 @@ def fingerprint() -> str:
     """Changes whenever the code that decides a record's problems changes."""
     h = hashlib.sha256()
     here = Path(__file__).resolve().parent
-    for name in ("audit.py", "verdict.py", "record.py", "index.py", "status.py"):
+    for name in ("audit.py", "verdict.py", "bootstrap.py", "record.py", "index.py", "status.py"):
         h.update((here / name).read_bytes())
     return h.hexdigest()[:16]
 
@@ -84,17 +112,40 @@ def _init(known: frozenset) -> None:
     _KNOWN = known
 
 
-def _verify_one(item: tuple[str, str]):
-    rel, full = item
-    with open(full, "rb") as f:
-        raw = f.read()
-    sha = hashlib.sha256(raw).hexdigest()
-    if sha in _KNOWN:
-        st = os.stat(full)
-        return rel, st.st_size, st.st_mtime_ns, sha, None, None
-    s, rec = read_summary(full, rel, raw)
-    probs = [("record", s.error)] if rec is None else check_record(rec)
-    return s.path, s.size, s.mtime_ns, s.sha256, s, probs
+def _verify_chunk(items: list[tuple[str, str]]) -> list[tuple]:
+    """(rel, size, mtime, sha256, summary or None when cached, problems) for each record file."""
+    with _no_gc():  # parsing allocates millions of acyclic objects; collecting them finds nothing
+        return _verify_chunk_now(items)
+
+
+@contextmanager
+def _no_gc():
+    was = gc.isenabled()
+    gc.disable()
+    try:
+        yield
+    finally:
+        if was:
+            gc.enable()
+
+
+def _verify_chunk_now(items: list[tuple[str, str]]) -> list[tuple]:
+    rows, fresh = [], []
+    for rel, full in items:
+        with open(full, "rb") as f:
+            raw = f.read()
+        sha = hashlib.sha256(raw).hexdigest()
+        if sha in _KNOWN:
+            st = os.stat(full)
+            rows.append((rel, st.st_size, st.st_mtime_ns, sha, None, None))
+            continue
+        s, rec = read_summary(full, rel, raw)
+        rows.append([s.path, s.size, s.mtime_ns, s.sha256, s, [("record", s.error)] if rec is None else None])
+        if rec is not None:
+            fresh.append((rows[-1], rec))
+    for (row, _), probs in zip(fresh, check_records([rec for _, rec in fresh])):
+        row[5] = probs
+    return [tuple(r) for r in rows]
 
 
 def verify_records(results: Path, *, workers: int = 2, cache: bool = True) -> list[tuple[Summary, list]]:
@@ -103,15 +154,21 @@ def verify_records(results: Path, *, workers: int = 2, cache: bool = True) -> li
     cfile = results / CACHE_DIR / f"audit-{fingerprint()}.jsonl"
     cached = _load_cache(cfile) if cache else {}
     paths = scan_records(results)
+    chunks = [paths[i:i + _CHUNK] for i in range(0, len(paths), _CHUNK)]
     if workers > 1 and len(paths) >= _PARALLEL_MIN:
-        with ProcessPoolExecutor(workers, initializer=_init, initargs=(frozenset(cached),)) as pool:
-            rows = list(pool.map(_verify_one, paths, chunksize=256))
+        with ProcessPoolExecutor(workers, initializer=_init, initargs=(frozenset(cached),)) as pool, _no_gc():
+            rows = [row for chunk in pool.map(_verify_chunk, chunks) for row in chunk]
     else:
         _init(frozenset(cached))
         try:
-            rows = [_verify_one(p) for p in paths]
+            rows = [row for chunk in chunks for row in _verify_chunk(chunk)]
         finally:
             _init(frozenset())
+    with _no_gc():
+        return _collect(rows, cached, cfile if cache else None)
+
+
+def _collect(rows, cached, cfile) -> list[tuple[Summary, list]]:
     out, fresh = [], {}
     for rel, size, mtime, sha, s, probs in rows:
         if s is None:
@@ -123,7 +180,7 @@ def verify_records(results: Path, *, workers: int = 2, cache: bool = True) -> li
         if s.ok and s.claim_id != folder:
             probs = probs + [("claim_id", f"{s.claim_id!r} does not match its folder {folder!r}")]
         out.append((s, probs))
-    if cache and (len(fresh) != len(cached) or fresh.keys() != cached.keys()):
+    if cfile is not None and (len(fresh) != len(cached) or fresh.keys() != cached.keys()):
         _save_cache(cfile, fresh)
     return out
 
@@ -136,7 +193,7 @@ def _load_cache(path: Path) -> dict:
         return out
     for line in lines:
         try:
-            d = json.loads(line)
+            d = loads_json(line.encode("utf-8"))
             out[d["sha256"]] = (d["summary"], [tuple(p) for p in d["problems"]])
         except (ValueError, KeyError, TypeError):
             continue
@@ -147,8 +204,8 @@ def _save_cache(path: Path, entries: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        for sha, (summ, probs) in entries.items():
-            f.write(json.dumps({"sha256": sha, "summary": summ, "problems": probs}) + "\n")
+        f.writelines(dumps_json_line({"sha256": sha, "summary": summ, "problems": probs})
+                     for sha, (summ, probs) in entries.items())
     os.replace(tmp, path)
     for old in path.parent.glob("audit-*.jsonl"):  # caches of older code are dead weight
         if old != path:
@@ -158,11 +215,22 @@ def _save_cache(path: Path, entries: dict) -> None:
 def audit(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,
           max_per_entry: int = 3, workers: int = 2, cache: bool = True) -> list[Problem]:
     """Every reason the list or the records cannot be trusted; empty when all is well."""
+    return audit_report(root, list_path, results_dir, allow_dirty=allow_dirty, max_per_entry=max_per_entry,
+                        workers=workers, cache=cache)[0]
+
+
+def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,
+                 max_per_entry: int = 3, workers: int = 2, cache: bool = True) -> tuple[list[Problem], int]:
+    """(problems, number of record files checked)."""
+    root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
+    checked = verify_records(results_dir, workers=workers, cache=cache)
+    return _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache), len(checked)
+
+
+def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache) -> list[Problem]:
     from .publish import build_plan, shown_path
 
-    root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
     shown_results = shown_path(results_dir, root)
-    checked = verify_records(results_dir, workers=workers, cache=cache)
     problems = [Problem(f"{shown_results}/{s.path}", 1, key, msg) for s, probs in checked for key, msg in probs]
     summaries = [s for s, _ in checked]
     shown_list = shown_path(list_path, root)

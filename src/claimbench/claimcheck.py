@@ -12,13 +12,11 @@ import hashlib
 import json
 import os
 import tempfile
-from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Optional, Sequence
 
 from .problem import Problem
 
-PARALLEL_MIN = 300
 _CODE = ("policy.py", "rules.py", "srcgraph.py", "claim.py", "yamlsafe.py", "expr.py", "listing.py",
          "problem.py", "claimcheck.py")
 
@@ -37,29 +35,12 @@ def _listing_digest(listing) -> str:
     return hashlib.sha256(names.encode()).hexdigest()
 
 
-def _parallel(files: list[Path], root: Path, listing, workers: int) -> list:
-    """`policy.load_claims`, split between stems so files with one id share a worker."""
-    from .policy import load_claims
-
-    if workers < 2 or len(files) < PARALLEL_MIN:
-        return load_claims(files, root, listing)
-    order = sorted(range(len(files)), key=lambda i: (files[i].stem, str(files[i])))
-    cut = len(order) // 2
-    while 0 < cut < len(order) and files[order[cut]].stem == files[order[cut - 1]].stem:
-        cut += 1
-    parts = [[files[i] for i in order[:cut]], [files[i] for i in order[cut:]]]
-    with ProcessPoolExecutor(2) as pool:
-        done = list(pool.map(load_claims, parts, [root] * 2, [listing] * 2))
-    by_index = dict(zip(order, done[0] + done[1]))
-    return [by_index[i] for i in range(len(files))]
-
-
 def check_claims(paths: Sequence[str], root: Path, listing, *, sources: Optional[dict] = None,
-                 cache_dir: Optional[Path] = None, workers: int = 2) -> list:
+                 cache_dir: Optional[Path] = None) -> list:
     """CheckResults for claim files (relative to root), in order. `sources` maps a claim path to
     the source hashes of a current record for it; only those claims are cached."""
     from .claim import Claim
-    from .policy import CheckResult
+    from .policy import CheckResult, load_claims
 
     root = Path(root)
     sources = sources or {}
@@ -78,7 +59,7 @@ def check_claims(paths: Sequence[str], root: Path, listing, *, sources: Optional
                 out[p] = CheckResult(hit["path"], claim, tuple(Problem(*x) for x in hit["problems"]))
                 continue
         todo.append(p)
-    for p, r in zip(todo, _parallel([root / p for p in todo], root, listing, workers)):
+    for p, r in zip(todo, load_claims([root / p for p in todo], root, listing)):
         out[p] = r
         if p in keys:
             cache[keys[p]] = {"path": r.path, "claim": r.claim.model_dump() if r.claim else None,

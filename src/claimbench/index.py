@@ -20,7 +20,7 @@ from dataclasses import asdict, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
-from .record import Record, RecordError, parse_record
+from .record import Record, RecordError, loads_json, parse_record
 
 INDEX_NAME = "index.jsonl"
 INDEX_VERSION = 1
@@ -134,8 +134,8 @@ def read_summary(full: str, rel: str, raw: Optional[bytes] = None) -> tuple[Summ
     claim_id = rel.split("/")[-2] if rel.count("/") >= 1 else ""
     try:
         try:
-            data = json.loads(raw.decode("utf-8"))
-        except (UnicodeDecodeError, json.JSONDecodeError) as e:
+            data = loads_json(raw)
+        except ValueError as e:  # UnicodeDecodeError and JSONDecodeError included
             raise RecordError(f"{rel}: corrupt or truncated JSON ({e})") from None
         rec = parse_record(data, rel)
     except RecordError as e:
@@ -190,7 +190,7 @@ def _load_lines(index: Path) -> dict[str, Summary]:
         return out
     for line in text.splitlines():
         try:
-            s = _from_json(json.loads(line))
+            s = _from_json(loads_json(line.encode("utf-8")))
         except ValueError:  # a torn last line: that record is simply read again
             continue
         if s is not None:

@@ -7,6 +7,7 @@ Every problem is located (file, line, key) and says how to fix it.
 from __future__ import annotations
 
 import difflib
+import gc
 import multiprocessing as mp
 import os
 from dataclasses import dataclass, field
@@ -257,8 +258,12 @@ def load_claims(paths: Iterable[Path], root: Path, listing=None) -> list[CheckRe
     workers = min(os.cpu_count() or 1, 8)
     if len(paths) >= PARALLEL_FROM and workers > 1 and "fork" in mp.get_all_start_methods():
         chunks = [paths[i::workers] for i in range(workers)]
-        with mp.get_context("fork").Pool(workers) as pool:
-            parts = pool.starmap(_check_many, [(c, root, listing) for c in chunks])
+        gc.freeze()  # audit forks this from a process holding 100,000 summaries: keep their pages shared
+        try:
+            with mp.get_context("fork").Pool(workers) as pool:
+                parts = pool.starmap(_check_many, [(c, root, listing) for c in chunks])
+        finally:
+            gc.unfreeze()
         by_path = {r_path: r for part in parts for r_path, r in part}
         results = [by_path[str(p)] for p in paths]
     else:

@@ -21,16 +21,14 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..audit import audit
-    from ..index import record_files
+    from ..audit import audit_report
 
     root, list_path, results = paths(args)
     t0 = time.perf_counter()
-    problems = audit(root, list_path, results, allow_dirty=args.allow_dirty, max_per_entry=args.max_per_entry,
-                     workers=args.workers, cache=not args.no_cache)
+    problems, n = audit_report(root, list_path, results, allow_dirty=args.allow_dirty,
+                               max_per_entry=args.max_per_entry, workers=args.workers, cache=not args.no_cache)
     for p in problems:
         print(p)
-    n = len(record_files(results))
     print(f"audit: {len(problems)} problem{'s' if len(problems) != 1 else ''} in {list_path.name} and "
           f"{n} record{'s' if n != 1 else ''} ({time.perf_counter() - t0:.1f} s)")
     return EXIT_FAILED if problems else EXIT_OK

@@ -1,0 +1,103 @@
+"""The batched bootstrap must give the numbers of the plain definition: resample, sort, take the median."""
+
+import math
+
+import numpy as np
+import pytest
+
+from claimbench import bootstrap as B
+from claimbench.verdict import Evidence, decide, decide_many
+
+
+def plain_ci(metric, kernel, baseline, resamples=B.RESAMPLES, nbytes=None):
+    """The definition, written the slow way: build every resample and sort it."""
+    def by_round(side):
+        groups = {}
+        for x, r, p in zip(side.samples_us, side.rounds, side.processes):
+            groups.setdefault((p, r), []).append(x)
+        return {k: float(np.median(v)) for k, v in groups.items()}
+
+    paired = metric == "speedup"
+    kb, bb = by_round(kernel), (by_round(baseline) if paired else {})
+    keys = sorted(set(kb) & set(bb)) if paired else sorted(kb)
+    kmed = float(np.median([kb[k] for k in keys]))
+    bmed = float(np.median([bb[k] for k in keys])) if paired else math.nan
+    value = B.metric_value(metric, kmed, bmed, None, nbytes, None)
+    if len(keys) < B.MIN_ROUNDS:
+        return value, math.nan, math.nan
+    procs = sorted({p for p, _ in keys})
+    counts = [sum(1 for k in keys if k[0] == p) for p in procs]
+    rmax = max(counts)
+    rng = np.random.default_rng(B.SEED)
+    pchoice = rng.integers(0, len(procs), size=(resamples, len(procs)))
+    u = rng.random((resamples, len(procs), rmax))
+    stats = []
+    for i in range(resamples):
+        ks, bs = [], []
+        for j, pi in enumerate(pchoice[i]):
+            mine = [k for k in keys if k[0] == procs[pi]]
+            for r in range(rmax):
+                key = mine[int(u[i, j, r] * len(mine))]
+                ks.append(kb[key])
+                if paired:
+                    bs.append(bb[key])
+        km = float(np.median(ks))
+        bm = float(np.median(bs)) if paired else math.nan
+        stats.append(B.metric_value(metric, km, bm, None, nbytes, None))
+    low, high = np.percentile(stats, [2.5, 97.5])
+    return value, float(low), float(high)
+
+
+def random_sides(rng, nprocs, decimals):
+    sides = []
+    for _ in range(2):
+        xs, rs, ps = [], [], []
+        for p in range(nprocs):
+            for r in range(int(rng.integers(2, 14))):
+                for _ in range(int(rng.integers(1, 6))):
+                    xs.append(float(np.round(100 + 3 * rng.standard_normal(), decimals)))
+                    rs.append(r)
+                    ps.append(p)
+        perm = rng.permutation(len(xs))
+        sides.append(B.Samples([xs[i] for i in perm], [rs[i] for i in perm], [ps[i] for i in perm]))
+    return sides
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_batched_bootstrap_equals_the_plain_definition_bit_for_bit(seed):
+    rng = np.random.default_rng(seed)
+    requests, want = [], []
+    for n in range(8):
+        kernel, baseline = random_sides(rng, nprocs=1 + n % 3, decimals=n % 3)  # ties when rounded
+        for metric in ("speedup", "time_us", "gbps"):
+            requests.append(B.Request(metric, kernel, baseline, nbytes=1e9))
+            want.append(plain_ci(metric, kernel, baseline, resamples=200, nbytes=1e9))
+    got = B.bootstrap_many(requests, resamples=200)
+    assert got == want
+
+
+def test_percentiles_match_numpy():
+    rng = np.random.default_rng(1)
+    stats = rng.standard_normal((20, 2000)) * 50
+    stats[3, 7] = np.inf
+    stats[4, 9] = np.nan
+    for row, (low, high) in zip(stats, B._ci95(stats)):
+        want = np.percentile(row, [2.5, 97.5])
+        assert (low, high) == (float(want[0]), float(want[1])) or (math.isnan(low) and np.isnan(row).any())
+
+
+def test_decide_many_equals_decide_one_by_one():
+    rng = np.random.default_rng(2)
+    evs = []
+    for n in range(12):
+        kernel, baseline = random_sides(rng, nprocs=1 + n % 2, decimals=2)
+        evs.append(Evidence(metric=("speedup", "time_us")[n % 2], claimed_value=(1.0, 100.0)[n % 2],
+                            tolerance=0.02, correctness_passed=True, kernel=kernel, baseline=baseline))
+    assert decide_many(evs) == [decide(ev) for ev in evs]
+
+
+def test_round_and_process_indices_must_be_sane():
+    with pytest.raises(ValueError, match="indices"):
+        B.round_medians(B.Samples([1.0, 2.0], [0, -1], [0, 0]))
+    with pytest.raises(ValueError, match="length"):
+        B.round_medians(B.Samples([1.0, 2.0], [0], [0, 0]))
