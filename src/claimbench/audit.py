@@ -18,9 +18,10 @@ import re
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
+from functools import partial
 from dataclasses import fields
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 from .index import Summary, scan_records, read_summary
 from .listing import Entry, ListError, parse_list, read_region
@@ -112,8 +113,27 @@ def _init(known: frozenset) -> None:
     _KNOWN = known
 
 
+def _init_worker(known: frozenset) -> None:
+    _init(known)
+    _keep_freed_memory()
+
+
+def _keep_freed_memory() -> None:
+    """Ask glibc to keep freed memory instead of returning it after every batch: the batched
+    bootstrap frees megabytes per batch, and faulting them back in cost a tenth of the worker's time."""
+    try:
+        import ctypes
+
+        libc = ctypes.CDLL("libc.so.6")
+        libc.mallopt(-1, 256 << 20)  # M_TRIM_THRESHOLD
+        libc.mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD
+    except (OSError, AttributeError):  # not glibc: only slower
+        pass
+
+
 def _verify_chunk(items: list[tuple[str, str]]) -> list[tuple]:
-    """(rel, size, mtime, sha256, summary or None when cached, problems) for each record file."""
+    """(rel, size, mtime, sha256, summary, problems, cache line) for each record file; the last
+    three are None for a record the cache already knows."""
     with _no_gc():  # parsing allocates millions of acyclic objects; collecting them finds nothing
         return _verify_chunk_now(items)
 
@@ -137,27 +157,38 @@ def _verify_chunk_now(items: list[tuple[str, str]]) -> list[tuple]:
         sha = hashlib.sha256(raw).hexdigest()
         if sha in _KNOWN:
             st = os.stat(full)
-            rows.append((rel, st.st_size, st.st_mtime_ns, sha, None, None))
+            rows.append((rel, st.st_size, st.st_mtime_ns, sha, None, None, None))
             continue
-        s, rec = read_summary(full, rel, raw)
-        rows.append([s.path, s.size, s.mtime_ns, s.sha256, s, [("record", s.error)] if rec is None else None])
+        s, rec = read_summary(full, rel, raw, sha)
+        rows.append([s.path, s.size, s.mtime_ns, s.sha256, s, [("record", s.error)] if rec is None else None, None])
         if rec is not None:
             fresh.append((rows[-1], rec))
     for (row, _), probs in zip(fresh, check_records([rec for _, rec in fresh])):
         row[5] = probs
+    for row in rows:  # the cache line is written here, in parallel, not by the parent
+        if row[4] is not None:
+            row[6] = _cache_line(row[3], row[4], row[5])
     return [tuple(r) for r in rows]
 
 
-def verify_records(results: Path, *, workers: int = 2, cache: bool = True) -> list[tuple[Summary, list]]:
-    """Read, hash and check every record file; (summary, [(key, message)]) for each, by path."""
+def verify_records(results: Path, *, workers: int = 2, cache: bool = True,
+                   side: Optional[Callable] = None) -> tuple[list[tuple[Summary, list]], object]:
+    """Read, hash and check every record file; (summary, [(key, message)]) for each, by path.
+
+    ``side``, a picklable callable, runs on one of the workers while the others read records, so
+    the serial work after this (checking the claims) is already done; its result comes second
+    (None when there were too few records to start workers)."""
     results = Path(results)
     cfile = results / CACHE_DIR / f"audit-{fingerprint()}.jsonl"
     cached = _load_cache(cfile) if cache else {}
     paths = scan_records(results)
     chunks = [paths[i:i + _CHUNK] for i in range(0, len(paths), _CHUNK)]
+    side_result = None
     if workers > 1 and len(paths) >= _PARALLEL_MIN:
-        with ProcessPoolExecutor(workers, initializer=_init, initargs=(frozenset(cached),)) as pool, _no_gc():
+        with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(frozenset(cached),)) as pool, _no_gc():
+            pending = pool.submit(side) if side is not None else None
             rows = [row for chunk in pool.map(_verify_chunk, chunks) for row in chunk]
+            side_result = pending.result() if pending is not None else None
     else:
         _init(frozenset(cached))
         try:
@@ -165,47 +196,51 @@ def verify_records(results: Path, *, workers: int = 2, cache: bool = True) -> li
         finally:
             _init(frozenset())
     with _no_gc():
-        return _collect(rows, cached, cfile if cache else None)
+        return _collect(rows, cached, cfile if cache else None), side_result
 
 
 def _collect(rows, cached, cfile) -> list[tuple[Summary, list]]:
-    out, fresh = [], {}
-    for rel, size, mtime, sha, s, probs in rows:
+    out, lines = [], {}
+    for rel, size, mtime, sha, s, probs, line in rows:
         if s is None:
-            fresh[sha] = summ, probs = cached[sha]
+            summ, probs, lines[sha] = cached[sha]
             s = Summary(path=rel, size=size, mtime_ns=mtime, sha256=sha, **summ)
         else:
-            fresh[sha] = ({k: getattr(s, k) for k in _KEEP}, probs)
+            lines[sha] = line
         folder = rel.split("/")[-2]
         if s.ok and s.claim_id != folder:
             probs = probs + [("claim_id", f"{s.claim_id!r} does not match its folder {folder!r}")]
         out.append((s, probs))
-    if cfile is not None and (len(fresh) != len(cached) or fresh.keys() != cached.keys()):
-        _save_cache(cfile, fresh)
+    if cfile is not None and lines.keys() != cached.keys():
+        _save_cache(cfile, lines.values())
     return out
 
 
+def _cache_line(sha: str, s: Summary, probs: list) -> str:
+    return dumps_json_line({"sha256": sha, "summary": {k: getattr(s, k) for k in _KEEP}, "problems": probs})
+
+
 def _load_cache(path: Path) -> dict:
+    """sha256 -> (summary fields, problems, the line itself)."""
     out = {}
     try:
-        lines = path.read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError):
+        lines = path.read_bytes().splitlines()
+    except OSError:
         return out
     for line in lines:
         try:
-            d = loads_json(line.encode("utf-8"))
-            out[d["sha256"]] = (d["summary"], [tuple(p) for p in d["problems"]])
+            d = loads_json(line)
+            out[d["sha256"]] = (d["summary"], [tuple(p) for p in d["problems"]], line.decode("utf-8") + "\n")
         except (ValueError, KeyError, TypeError):
             continue
     return out
 
 
-def _save_cache(path: Path, entries: dict) -> None:
+def _save_cache(path: Path, lines) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.writelines(dumps_json_line({"sha256": sha, "summary": summ, "problems": probs})
-                     for sha, (summ, probs) in entries.items())
+        f.writelines(lines)
     os.replace(tmp, path)
     for old in path.parent.glob("audit-*.jsonl"):  # caches of older code are dead weight
         if old != path:
@@ -223,11 +258,29 @@ def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty:
                  max_per_entry: int = 3, workers: int = 2, cache: bool = True) -> tuple[list[Problem], int]:
     """(problems, number of record files checked)."""
     root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
-    checked = verify_records(results_dir, workers=workers, cache=cache)
-    return _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache), len(checked)
+    checked, known = verify_records(results_dir, workers=workers, cache=cache,
+                                    side=partial(_check_claim_files, root, list_path))
+    with _no_gc():  # a million live objects from the records: every collection would walk them all
+        return (_audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache, known),
+                len(checked))
 
 
-def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache) -> list[Problem]:
+def _check_claim_files(root: Path, list_path: Path) -> Optional[dict]:
+    """`check_file` of every claim file under claims/, run beside the record workers: the claims
+    behind the list's numbers are then already checked when the plan needs them."""
+    from .policy import check_files
+
+    try:
+        text = list_path.read_bytes().decode("utf-8")
+        listing = parse_list(text, str(list_path))
+    except (OSError, UnicodeDecodeError, ListError):
+        return None  # _audit_list reports the list itself
+    files = sorted(p for p in (root / "claims").rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    return {"text": text, "checks": check_files(files, root, listing)}
+
+
+def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache,
+                known=None) -> list[Problem]:
     from .publish import build_plan, shown_path
 
     shown_results = shown_path(results_dir, root)
@@ -236,9 +289,10 @@ def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entr
     shown_list = shown_path(list_path, root)
     try:
         text = list_path.read_bytes().decode("utf-8")
-        plan = build_plan(root, list_path, results_dir, text, summaries,
-                          allow_dirty=allow_dirty, max_per_entry=max_per_entry, cache=cache)
         listing = parse_list(text, shown_list)
+        same_list = known is not None and known["text"] == text
+        plan = build_plan(root, list_path, results_dir, text, summaries, allow_dirty=allow_dirty,
+                          max_per_entry=max_per_entry, cache=cache, known_checks=known["checks"] if same_list else None)
     except ListError as e:
         return problems + [Problem(shown_list, e.line, "list", str(e).removeprefix(f"{e.path}:{e.line}: "))]
     except (OSError, UnicodeDecodeError) as e:

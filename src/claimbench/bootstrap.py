@@ -24,7 +24,7 @@ import numpy as np
 RESAMPLES = 2000
 SEED = 20240601
 MIN_ROUNDS = 3  # fewer timed rounds give no interval, so no verdict from timing
-_BATCH_BYTES = 2 << 20  # bound on the (rows, rounds, resamples) tally gathered at once
+_BATCH_BYTES = 4 << 20  # bound on the (rows, rounds, resamples) tally gathered at once
 
 
 @dataclass(frozen=True)
@@ -178,22 +178,18 @@ def _percentile_plan(n: int) -> tuple:
 
 
 def _ci95(stats: np.ndarray) -> list[tuple[float, float]]:
-    """Each row's (2.5th, 97.5th) percentile, equal to ``np.percentile`` bit for bit."""
+    """Each row's (2.5th, 97.5th) percentile, equal to ``np.percentile`` bit for bit: the same
+    positions and the same interpolation arithmetic, applied to all rows at once."""
     prev, nxt, gamma = _percentile_plan(stats.shape[1])
     part = np.partition(stats, sorted(set(prev + nxt)), axis=1)
+    bounds = []
+    for i, j, t in zip(prev, nxt, gamma):
+        a, b = part[:, i], part[:, j]
+        diff = b - a
+        bounds.append(b - diff * (1 - t) if t >= 0.5 else a + diff * t)
     nan = np.isnan(stats).any(axis=1)
-    out = []
-    for r in range(stats.shape[0]):
-        if nan[r]:
-            out.append((math.nan, math.nan))
-            continue
-        pair = []
-        for i, j, t in zip(prev, nxt, gamma):
-            a, b = float(part[r, i]), float(part[r, j])
-            diff = b - a
-            pair.append(b - diff * (1 - t) if t >= 0.5 else a + diff * t)
-        out.append((pair[0], pair[1]))
-    return out
+    return [(math.nan, math.nan) if bad else (low, high)
+            for bad, low, high in zip(nan.tolist(), bounds[0].tolist(), bounds[1].tolist())]
 
 
 def round_medians(side: Samples) -> tuple[np.ndarray, np.ndarray]:
@@ -203,22 +199,21 @@ def round_medians(side: Samples) -> tuple[np.ndarray, np.ndarray]:
 
 def round_medians_many(sides: Sequence[Samples]) -> list[tuple[np.ndarray, np.ndarray]]:
     """``round_medians`` of many sides with one sort: each (side, process, round) is a group."""
-    xs, ps, rs, owner = [], [], [], []
-    for n, side in enumerate(sides):
+    xs, ps, rs, sizes = [], [], [], []
+    for side in sides:
         if not (len(side.samples_us) == len(side.rounds) == len(side.processes)):
             raise ValueError("samples_us, rounds and processes differ in length")
-        xs.append(side.samples_us), ps.append(side.processes), rs.append(side.rounds)
-        owner.append(np.full(len(side.samples_us), n, dtype=np.int64))
+        xs.extend(side.samples_us), ps.extend(side.processes), rs.extend(side.rounds)
+        sizes.append(len(side.samples_us))
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0))
-    if not sides or not sum(len(x) for x in xs):
+    if not xs:
         return [empty for _ in sides]
-    x = np.concatenate([np.asarray(v, dtype=float) for v in xs])
-    procs = np.concatenate([np.asarray(v, dtype=np.int64) for v in ps])
-    rounds = np.concatenate([np.asarray(v, dtype=np.int64) for v in rs])
+    x = np.array(xs, dtype=float)
+    procs, rounds = np.array(ps, dtype=np.int64), np.array(rs, dtype=np.int64)
     if min(procs.min(), rounds.min()) < 0 or max(procs.max(), rounds.max()) >= 1 << 31:
         raise ValueError("round and process indices must lie in [0, 2**31)")
     keys = (procs << 32) | rounds
-    side_of = np.concatenate(owner)
+    side_of = np.repeat(np.arange(len(sides), dtype=np.int64), sizes)
     order = np.lexsort((x, keys, side_of))
     x, keys, side_of = x[order], keys[order], side_of[order]
     new = np.ones(x.size, dtype=bool)

@@ -15,6 +15,7 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .jsonio import dumps_json_line, loads_json
 from .problem import Problem
 
 _CODE = ("policy.py", "rules.py", "srcgraph.py", "claim.py", "yamlsafe.py", "expr.py", "listing.py",
@@ -36,9 +37,10 @@ def _listing_digest(listing) -> str:
 
 
 def check_claims(paths: Sequence[str], root: Path, listing, *, sources: Optional[dict] = None,
-                 cache_dir: Optional[Path] = None) -> list:
+                 cache_dir: Optional[Path] = None, known: Optional[dict] = None) -> list:
     """CheckResults for claim files (relative to root), in order. `sources` maps a claim path to
-    the source hashes of a current record for it; only those claims are cached."""
+    the source hashes of a current record for it; only those claims are cached. `known`: as
+    `policy.load_claims`."""
     from .claim import Claim
     from .policy import CheckResult, load_claims
 
@@ -59,7 +61,7 @@ def check_claims(paths: Sequence[str], root: Path, listing, *, sources: Optional
                 out[p] = CheckResult(hit["path"], claim, tuple(Problem(*x) for x in hit["problems"]))
                 continue
         todo.append(p)
-    for p, r in zip(todo, load_claims([root / p for p in todo], root, listing)):
+    for p, r in zip(todo, load_claims([root / p for p in todo], root, listing, known=known)):
         out[p] = r
         if p in keys:
             cache[keys[p]] = {"path": r.path, "claim": r.claim.model_dump() if r.claim else None,
@@ -88,7 +90,7 @@ def _load(path: Optional[Path]) -> dict:
     if path is None:
         return {}
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = loads_json(path.read_bytes())
         return data if isinstance(data, dict) else {}
     except (OSError, ValueError):
         return {}
@@ -98,7 +100,7 @@ def _save(path: Path, entries: dict) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
     with os.fdopen(fd, "w", encoding="utf-8") as f:
-        json.dump(entries, f)
+        f.write(dumps_json_line(entries))
     os.replace(tmp, path)
     for old in path.parent.glob("check-*.json"):
         if old != path:

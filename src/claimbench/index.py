@@ -124,13 +124,14 @@ def record_files(results: Path) -> list[Path]:
     return [Path(full) for _, full in scan_records(Path(results))]
 
 
-def read_summary(full: str, rel: str, raw: Optional[bytes] = None) -> tuple[Summary, Optional[Record]]:
+def read_summary(full: str, rel: str, raw: Optional[bytes] = None,
+                 sha: Optional[str] = None) -> tuple[Summary, Optional[Record]]:
     """Read one record file: its summary (with `error` set when unreadable) and the record."""
     st = os.stat(full)
     if raw is None:
         with open(full, "rb") as f:
             raw = f.read()
-    sha = hashlib.sha256(raw).hexdigest()
+    sha = sha or hashlib.sha256(raw).hexdigest()
     claim_id = rel.split("/")[-2] if rel.count("/") >= 1 else ""
     try:
         try:

@@ -252,9 +252,18 @@ def discover(paths: Iterable[str | Path], root: Path) -> list[Path]:
 PARALLEL_FROM = 400  # below this, starting workers costs more than it saves
 
 
-def load_claims(paths: Iterable[Path], root: Path, listing=None) -> list[CheckResult]:
-    """Check many files, then the rule that needs them all: ids are unique."""
+def load_claims(paths: Iterable[Path], root: Path, listing=None, *,
+                known: Optional[dict] = None) -> list[CheckResult]:
+    """Check many files, then the rule that needs them all: ids are unique.
+
+    ``known`` maps a path string to its `check_file` result from earlier in this command (audit
+    checks the claim files while it reads records); those files are not checked again."""
     paths = [Path(p) for p in paths]
+    if known:
+        results = [known.get(str(p)) for p in paths]
+        rest = [p for p, r in zip(paths, results) if r is None]
+        fresh = iter(load_claims(rest, root, listing)) if rest else iter(())
+        return _unique_ids([r if r is not None else next(fresh) for r in results])
     workers = min(os.cpu_count() or 1, 8)
     if len(paths) >= PARALLEL_FROM and workers > 1 and "fork" in mp.get_all_start_methods():
         chunks = [paths[i::workers] for i in range(workers)]
@@ -268,6 +277,15 @@ def load_claims(paths: Iterable[Path], root: Path, listing=None) -> list[CheckRe
         results = [by_path[str(p)] for p in paths]
     else:
         results = [check_file(p, root, listing) for p in paths]
+    return _unique_ids(results)
+
+
+def check_files(paths: Iterable[Path], root: Path, listing=None) -> dict[str, CheckResult]:
+    """`check_file` of each path, by path string, in this process (for `load_claims(known=...)`)."""
+    return {str(Path(p)): check_file(Path(p), root, listing) for p in paths}
+
+
+def _unique_ids(results: list[CheckResult]) -> list[CheckResult]:
     first: dict[str, str] = {}
     out = []
     for r in results:

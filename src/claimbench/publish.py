@@ -138,7 +138,7 @@ def plan(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = 
 
 def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,
                summaries: Sequence[Summary], *, allow_dirty: bool = False,
-               max_per_entry: int = 3, cache: bool = True) -> PublishPlan:
+               max_per_entry: int = 3, cache: bool = True, known_checks: Optional[dict] = None) -> PublishPlan:
     """The plan from given summaries (audit passes ones it read itself). Raises ListError."""
     root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
     listing = parse_list(text, str(list_path))
@@ -173,18 +173,19 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,
                                            f"{at}/{deciding.path}: {deciding.reason}")
         if verified:
             removed.append(Removal(cid, hw, verified[0].path, why_not[verified[0].path]))
-    numbers, problems = _attach(root, list_path, results_dir, listing, winners, removed, why_not, cache)
+    numbers, problems = _attach(root, list_path, results_dir, listing, winners, removed, why_not, cache,
+                                known_checks)
     return _finish(root, list_path, text, listing, numbers, removed, summaries, problems, why_not,
                    max_per_entry, results_dir)
 
 
-def _attach(root, list_path, results_dir, listing: Listing, winners, removed, why_not, cache):
+def _attach(root, list_path, results_dir, listing: Listing, winners, removed, why_not, cache, known=None):
     """Tie each winning record to its entry through its claim, which must still pass check."""
     from .claimcheck import check_claims
 
     paths = sorted({s.claim_path for s in winners})
     sources = {s.claim_path: s.source_sha256 for s in winners}
-    checked = dict(zip(paths, check_claims(paths, root, listing, sources=sources,
+    checked = dict(zip(paths, check_claims(paths, root, listing, sources=sources, known=known,
                                            cache_dir=results_dir / ".cache" if cache else None)))
     numbers, problems = [], []
     prefix = Path(os.path.relpath(results_dir.resolve(), list_path.resolve().parent)).as_posix()

@@ -19,12 +19,8 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import UserError
+from .jsonio import dumps_json_line, loads_json  # noqa: F401  (re-exported for index and audit)
 from .verdict import Evidence, Samples
-
-try:  # several times faster on the long float lists of raw samples; audit reads 100,000 records
-    from orjson import dumps as _fast_dumps, loads as _fast_loads
-except ImportError:  # pragma: no cover - orjson is a dependency, but records must stay readable without it
-    _fast_dumps = _fast_loads = None
 
 SCHEMA_VERSION = 2
 PROTOCOL_VERSION = 2  # 2: per-sample perturbation, CPU calls timed alone from 50 us
@@ -188,26 +184,6 @@ def parse_record(data: Any, where: str) -> Record:
         first = getattr(e, "errors", lambda: [{}])()[0] if hasattr(e, "errors") else {}
         loc = ".".join(str(x) for x in first.get("loc", ())) or "record"
         raise RecordError(f"{where}: {loc}: {first.get('msg', str(e))}") from None
-
-
-def _no_constant(name: str):
-    raise ValueError(f"{name} is not JSON; records are written without NaN or Infinity")
-
-
-def loads_json(raw: bytes) -> Any:
-    """Strict JSON from bytes, the same with or without orjson: UTF-8 only, no NaN or Infinity.
-
-    Raises ValueError (a JSONDecodeError where the syntax is at fault)."""
-    if _fast_loads is not None:
-        return _fast_loads(raw)
-    return json.loads(raw.decode("utf-8"), parse_constant=_no_constant)
-
-
-def dumps_json_line(obj: Any) -> str:
-    """One compact JSON line (no NaN) for the sidecar caches, the same with or without orjson."""
-    if _fast_dumps is not None:
-        return _fast_dumps(obj).decode("utf-8") + "\n"
-    return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n"
 
 
 def load_record(path: Path) -> Record:
