@@ -68,7 +68,8 @@ def make_inputs(*, seed: int, device: str, dtype: str, batch: int, q_heads: int,
 def reference_fp64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     """Grouped decode attention in float64: query head h reads KV head h // G."""
     q, k, v = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
-    group = q.shape[1] // k.shape[1]
-    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
-    s = torch.einsum("bhd,bhnd->bhn", q, k) / math.sqrt(q.shape[-1])
-    return torch.einsum("bhn,bhnd->bhd", torch.softmax(s, dim=-1), v)
+    batch, q_heads, head_dim = q.shape
+    kv_heads = k.shape[1]
+    qg = q.reshape(batch, kv_heads, q_heads // kv_heads, head_dim)  # head h = kv head h // G, member h % G
+    s = torch.einsum("bkgd,bknd->bkgn", qg, k) / math.sqrt(head_dim)  # no G-fold copy of a 4096-long cache
+    return torch.einsum("bkgn,bknd->bkgd", torch.softmax(s, dim=-1), v).reshape(batch, q_heads, head_dim)

@@ -39,12 +39,12 @@ correctness:
   atol: 1.0e-6
   trials: 2
   forbidden: [torch.softmax, torch.nn.functional.softmax]
-claimed: {{metric: speedup, value: 0.01, tolerance: 0.05}}
+{properties}claimed: {{metric: speedup, value: 0.01, tolerance: 0.05}}
 """
 
-# `flops` is a whole YAML line (with its indent and newline) or empty: most cases declare none.
+# `flops` and `properties` are whole YAML lines (with indent and newline) or empty: most cases declare none.
 DEFAULTS = {"title": "fixture", "device": "cpu", "params": "{rows: 64, cols: 250}",
-            "bytes": "8 * rows * cols", "flops": "", "kernel_extra": ""}
+            "bytes": "8 * rows * cols", "flops": "", "kernel_extra": "", "properties": ""}
 
 
 def make_project(root: Path) -> Path:

@@ -57,3 +57,39 @@ def test_snapshot_sees_patched_timer_and_torch_function():
 def test_forbidden_op_aliases():
     assert {"mm", "addmm"} <= guard.forbidden_ops(["torch.matmul"])
     assert "_softmax" in guard.forbidden_ops(["torch.nn.functional.softmax"])
+
+
+def test_tracing_does_not_import_dynamo():
+    """Importing torch._dynamo costs a second per claim process; the trace must not need it."""
+    import subprocess
+    import sys
+
+    code = ("import sys, torch\nfrom claimbench import guard\nguard.prime()\n"
+            "out, probs, ops = guard.traced_call(lambda x: x.softmax(-1), (torch.ones(2, 2),), "
+            "forbidden=['torch.softmax'], baseline=lambda: None)\n"
+            "assert probs and '_softmax' in ops, (probs, ops)\n"
+            "print('torch._dynamo' in sys.modules)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "False"
+
+
+def test_snapshot_accepts_dynamos_own_rebinding_but_not_a_foreign_shim():
+    import torch._dynamo  # noqa: F401  (rebinds torch.manual_seed when first imported)
+
+    snap = guard.Snapshot()
+    before = torch.manual_seed
+    orig = getattr(before, "__wrapped__", before)  # dynamo has wrapped it by now
+    try:
+        torch.manual_seed = torch._disable_dynamo(orig)
+        snap.items["torch.manual_seed"] = orig
+        assert snap.changed() == []
+        torch.manual_seed = torch._disable_dynamo(lambda seed: None)
+        assert snap.changed() == ["torch.manual_seed"]
+    finally:
+        torch.manual_seed = before
+
+
+def test_a_compiled_kernel_is_still_traced():
+    compiled = torch.compile(lambda x: x * 2 + 1)
+    _, problems, ops = guard.traced_call(compiled, (torch.ones(3),), forbidden=["torch.mul"], baseline=baseline)
+    assert "mul" in ops and any("aten::mul" in p for p in problems)

@@ -21,6 +21,7 @@ CASES = {
     "nan": ({Status.INCORRECT}, "NaN"),
     "empty_like": ({Status.INCORRECT, Status.REJECTED}, ""),
     "mutate_input": ({Status.REJECTED, Status.INCORRECT}, "mutated"),
+    "mutate_late": ({Status.REJECTED, Status.INCORRECT}, ""),
     "data_ptr_cache": ({Status.REJECTED, Status.INCORRECT}, "wrong answers"),
     "first_n_calls": ({Status.REJECTED, Status.INCORRECT}, "wrong answers"),
     "tail_drop": ({Status.INCORRECT}, ""),
@@ -55,6 +56,7 @@ EXTRA = {
     "prepare_answer": {"kernel_extra": ', prepare: "kernels/cheat/prepare_answer.py:prepare"'},
     # large enough that each call is timed alone (CPU blocks hold calls under 50 us)
     "fingerprint_cache": {"params": "{rows: 256, cols: 2000}"},
+    "mutate_late": {"properties": "  properties: [deterministic]\n"},
 }
 
 

@@ -54,13 +54,35 @@ def resolve(dotted: str) -> Any:
 
 
 class _OpRecorder(TorchDispatchMode):
+    """Records the overload packet of every aten op that reaches the dispatcher."""
+
     def __init__(self) -> None:
         super().__init__()
         self.ops: set[str] = set()
 
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch would wrap __torch_dispatch__ in a dynamo-disable shim whose first call imports
+        # torch._dynamo: a second per claim process, for a frame dynamo never compiles (it does
+        # not compile under a dispatch mode). Once a kernel imported dynamo, _DynamoSafeRecorder.
+        return False
+
     def __torch_dispatch__(self, func, types, args=(), kwargs=None):
         self.ops.add(func._overloadpacket.__name__ if hasattr(func, "_overloadpacket") else str(func))
         return func(*args, **(kwargs or {}))
+
+
+class _DynamoSafeRecorder(_OpRecorder):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return True
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # wrapped by torch on class creation
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+def _recorder() -> _OpRecorder:
+    return _DynamoSafeRecorder() if "torch._dynamo" in sys.modules else _OpRecorder()
 
 
 def traced_call(fn: Callable, args: tuple, *, forbidden: Iterable[str], baseline: Callable) -> tuple[Any, list[str], list[str]]:
@@ -81,7 +103,7 @@ def traced_call(fn: Callable, args: tuple, *, forbidden: Iterable[str], baseline
             hits.append(f"called forbidden `{bad_objs[id(arg)]}` at run time")
 
     before = set(threading.enumerate())
-    rec = _OpRecorder()
+    rec = _recorder()
     old = sys.getprofile()
     try:
         with rec:
@@ -112,10 +134,36 @@ def new_threads(before: set, grace_s: float = 0.05) -> list[str]:
 
 
 def prime() -> None:
-    """Enter the dispatch machinery once, so torch's own lazy rebinding (dynamo wraps
-    ``torch.manual_seed`` on first use) happens before the snapshot, not during the kernel."""
-    with _OpRecorder():
+    """Enter the dispatch machinery once before the snapshot, so its lazy set-up does not
+    happen during the kernel. (Importing torch._dynamo, which a kernel using torch.compile
+    does, rebinds ``torch.manual_seed``; ``Snapshot.changed`` knows that rebinding.)"""
+    with _recorder():
         torch.ones(2).add(1)
+
+
+def _dynamo_disabled(now: Any, orig: Any) -> bool:
+    """True when ``now`` is torch's own dynamo-disable shim around ``orig``, the rebinding that
+    importing torch._dynamo makes: it calls ``orig`` unchanged, with compilation switched off."""
+    if "torch._dynamo" not in sys.modules or not callable(orig):
+        return False
+    shim = getattr(torch, "_disable_dynamo", None)
+    code = getattr(now, "__code__", None)
+    if shim is None or code is None or code is not getattr(shim(_noop), "__code__", None):
+        return False
+    cells = [c.cell_contents for c in (getattr(now, "__closure__", None) or ()) if _filled(c)]
+    return any(c is orig for c in cells)
+
+
+def _noop() -> None:
+    pass
+
+
+def _filled(cell) -> bool:
+    try:
+        cell.cell_contents
+    except ValueError:
+        return False
+    return True
 
 
 class Snapshot:
@@ -140,7 +188,7 @@ class Snapshot:
         out = []
         for name, obj in self.items.items():
             now = resolver(name)
-            if now is not obj:
+            if now is not obj and not _dynamo_disabled(now, obj):
                 out.append(name)
         return out
 
