@@ -39,9 +39,10 @@ def free_port() -> int:
 
 
 def rank_env(rank: int, nranks: int, port: int, device: str, extra: Optional[dict] = None) -> dict[str, str]:
-    env = {**os.environ, **(extra or {}), "RANK": str(rank), "WORLD_SIZE": str(nranks), "LOCAL_RANK": str(rank),
-           "LOCAL_WORLD_SIZE": str(nranks), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port),
-           "PYTHONUNBUFFERED": "1"}
+    from .execute import claim_env
+
+    env = {**claim_env(extra or {}), "RANK": str(rank), "WORLD_SIZE": str(nranks), "LOCAL_RANK": str(rank),
+           "LOCAL_WORLD_SIZE": str(nranks), "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": str(port)}
     if device == "cpu":  # N ranks share the cores: do not let each one start a thread per core
         env["OMP_NUM_THREADS"] = str(max(1, (os.cpu_count() or 1) // nranks))
     return env

@@ -201,6 +201,7 @@ def run_rank(job: dict, say: Callable[[str], None]) -> dict | None:
     if rank.rank != 0:
         return None
     res.update(rejections=rejections, topology=topo, loaded_sources=loaded, torch_threads=threads,
+               host_allocator={k: v for k, v in os.environ.items() if k.startswith("MALLOC_")},
                hardware_match=measured, mode=job["mode"])
     if "timing" in res:
         res["protocol"] = {"topology": topo, "rank_timing": "barrier, then each rank's sample; the sample is the max over ranks"}

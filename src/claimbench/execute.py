@@ -18,13 +18,27 @@ from pathlib import Path
 from typing import Callable, Optional
 
 TAIL_BYTES = 4000
+# glibc adapts its mmap and trim thresholds to the allocations a process has made so far, so
+# the same eager kernel paid page faults on its large temporaries, or did not, depending on what
+# the harness allocated before timing (measured: a CPU baseline's median moved 3.2 -> 4.6 ms
+# between two harness versions). Fixed thresholds make the claim process independent of that
+# history; a user's own MALLOC_* settings win, and the record says which were in force.
+HOST_ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+
+
+def claim_env(extra: dict) -> dict:
+    """The environment of a claim process: ours, the backends' additions, a pinned allocator."""
+    env = {**os.environ, **extra, "PYTHONUNBUFFERED": "1"}
+    for key, value in HOST_ALLOCATOR_ENV.items():
+        env.setdefault(key, value)
+    return env
 
 
 def run_child(job: dict, *, env_extra: dict, timeout_s: float, cwd: Path,
               progress: Optional[Callable[[str], None]] = None) -> dict:
     """Run ``claimbench.worker`` on ``job``; always returns a result dict."""
     rfd, wfd = os.pipe()
-    env = {**os.environ, **env_extra, "PYTHONUNBUFFERED": "1"}
+    env = claim_env(env_extra)
     env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
     log_path = Path(job.get("log_path") or os.devnull)
     log_path.parent.mkdir(parents=True, exist_ok=True) if job.get("log_path") else None

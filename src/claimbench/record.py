@@ -23,8 +23,8 @@ from .jsonio import dumps_json_line, loads_json  # noqa: F401  (re-exported for 
 from .verdict import Evidence, Samples
 
 SCHEMA_VERSION = 2
-PROTOCOL_VERSION = 2  # 2: per-sample perturbation, CPU calls timed alone from 50 us
-MIN_PROTOCOL_VERSION = 2
+PROTOCOL_VERSION = 3  # 2: per-sample perturbation, CPU calls timed alone from 50 us; 3: pinned host allocator
+MIN_PROTOCOL_VERSION = 3
 
 
 class SideTiming(BaseModel):

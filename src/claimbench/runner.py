@@ -218,7 +218,8 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
                                                  "l2_reset", "calls_per_block", "n_rounds", "elapsed_s", "config")}
     protocol.update(device=device, dtype=dtype, repeat=len(results), timed_checks=last.get("timed_checks"),
                     dropped_throttled={s: ((last.get("timing") or {}).get(s) or {}).get("dropped_throttled", 0) for s in ("kernel", "baseline")},
-                    autotune=last.get("autotune"), torch_threads=last.get("torch_threads"), topology=last.get("topology"))
+                    autotune=last.get("autotune"), torch_threads=last.get("torch_threads"), topology=last.get("topology"),
+                    host_allocator=last.get("host_allocator"))
     seeds = last.get("seeds") or {}
     return Record(
         claim_id=claim.id, created_utc=utc_now(), harness_version=__version__,

@@ -76,6 +76,7 @@ def run_job(job: dict, progress) -> dict:
         res["rejections"].append(f"functions changed behind the harness's back: {', '.join(sorted(changed)[:5])}")
     res["loaded_sources"] = project_modules(root)
     res["torch_threads"] = torch.get_num_threads()
+    res["host_allocator"] = {k: v for k, v in os.environ.items() if k.startswith("MALLOC_")}
     return res
 
 
