@@ -112,6 +112,10 @@ def test_cache_round_trip_keyed_by_model(tmp_path, monkeypatch):
     # another CPU model gets its own file
     load_or_measure(tmp_path, _cpu_hw("Intel Xeon"), ("float32",))
     assert len(list(tmp_path.glob("ceilings-*.json"))) == 2 and len(calls) == 3
+    # the runner reads a covering cache in-process; anything missing means measuring
+    assert C.load_cached(tmp_path, hw, ("float32", "float64")) == more
+    assert C.load_cached(tmp_path, hw, ("bfloat16",)) is None
+    assert C.load_cached(tmp_path, _cpu_hw("Some other CPU"), ("float32",)) is None
 
 
 def test_cache_key_is_gpu_uuid():

@@ -274,19 +274,35 @@ def cache_key(hw: "Hardware") -> str:
     return hw.gpus[0].uuid or hw.gpus[0].name if hw.device == "cuda" and hw.gpus else hw.cpu.model
 
 
+def _cache_path(cache_dir: Path, key: str) -> Path:
+    return Path(cache_dir) / f"ceilings-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+
+
+def _read_cache(path: Path, key: str, device: str) -> Optional[Ceilings]:
+    try:
+        cached = Ceilings.from_dict(json.loads(path.read_text()))
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+    return cached if cached.key == key and cached.device == device else None
+
+
+def load_cached(cache_dir: Path, hw: "Hardware", dtypes: tuple[str, ...]) -> Optional[Ceilings]:
+    """The cached ceilings when they cover every dtype, without torch and without a process;
+    None when something must be measured (``load_or_measure``, in a kernel-free process)."""
+    cached = _read_cache(_cache_path(cache_dir, cache_key(hw)), cache_key(hw), hw.device)
+    if cached is None or any(canonical(d) not in cached.matrix_tflops for d in dtypes):
+        return None
+    return cached
+
+
 def load_or_measure(cache_dir: Path, hw: "Hardware", dtypes: Optional[tuple[str, ...]] = None,
                     **measure_kw: Any) -> Ceilings:
     """Cached ceilings for this device; measure what is missing (all of it, or new dtypes)."""
     key = cache_key(hw)
-    path = Path(cache_dir) / f"ceilings-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+    path = _cache_path(cache_dir, key)
     dtypes = tuple(dtypes) if dtypes is not None else DEFAULT_DTYPES[hw.device]
-    cached = None
-    if path.exists():
-        try:
-            cached = Ceilings.from_dict(json.loads(path.read_text()))
-        except (ValueError, KeyError, TypeError):
-            cached = None
-    if cached is not None and cached.key == key and cached.device == hw.device:
+    cached = _read_cache(path, key, hw.device)
+    if cached is not None:
         missing = tuple(d for d in dtypes if canonical(d) not in cached.matrix_tflops)
         if not missing:
             return cached

@@ -89,10 +89,13 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
         say(f"{claim.id}: ceilings for {hw.name}")
     ceilings = None
     if ok:
+        from .ceilings import load_cached
         from .execute import run_ceilings
         cache = opts.ceilings_cache or (opts.results / ".cache")
+        dtypes = sorted({dtype, "float32"})
         try:
-            ceilings = run_ceilings(hw.to_dict(), sorted({dtype, "float32"}), cache, env_extra={})
+            known = load_cached(cache, hw, tuple(dtypes))
+            ceilings = known.to_dict() if known is not None else run_ceilings(hw.to_dict(), dtypes, cache, env_extra={})
         except Exception as e:  # no ceilings, no floor and no sol_fraction: said in the record
             say(f"{claim.id}: {e}")
     say(f"{claim.id}: starting the claim's process")
