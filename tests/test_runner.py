@@ -87,3 +87,34 @@ def test_run_cli_table_and_exit_codes(project, capsys):
     rows = json.loads(capsys.readouterr().out)
     assert code == 1 and rows[0]["status"] == "incorrect"
     assert main(["--root", str(project), "run", str(project / "nope")]) == 2
+
+
+def test_run_claims_starts_the_first_process_early_and_ends_it_when_unused(project, monkeypatch):
+    from claimbench import execute, runner
+
+    made = []
+    real = execute.ClaimProcess
+
+    class Recording(real):
+        def __init__(self, *a, **kw):
+            super().__init__(*a, **kw)
+            made.append(self)
+
+    monkeypatch.setattr(execute, "ClaimProcess", Recording)
+    bad = project / "claims/invalid"
+    first = sorted(bad.glob("*.yaml"))[0]
+    good = project / "claims/valid/rowsum-cpu.yaml"
+    _, outcomes = runner.run_claims([first, good], project, opts(project))
+    assert outcomes[0].status == Status.REJECTED and outcomes[1].status == Status.VERIFIED, outcomes[1].reason
+    assert made[0].used and made[0].proc.poll() is not None  # rejected claim: the early process was ended
+    assert len(made) == 2 and made[1].used  # the second claim got a process of its own
+
+
+def test_a_process_that_dies_before_its_job_reports_why(project):
+    from claimbench import execute
+
+    child = execute.ClaimProcess(project)
+    child.proc.kill()
+    res = execute.run_child({"log_path": str(project / "results/.cache/logs/dead.log")}, env_extra={},
+                            timeout_s=5.0, cwd=project, started=child)
+    assert res["outcome"] == "error" and "before reporting" in res["outcome_reason"]

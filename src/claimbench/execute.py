@@ -13,6 +13,7 @@ import select
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Callable, Optional
@@ -34,55 +35,95 @@ def claim_env(extra: dict) -> dict:
     return env
 
 
-def run_child(job: dict, *, env_extra: dict, timeout_s: float, cwd: Path,
-              progress: Optional[Callable[[str], None]] = None) -> dict:
-    """Run ``claimbench.worker`` on ``job``; always returns a result dict."""
-    rfd, wfd = os.pipe()
-    env = claim_env(env_extra)
-    env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
-    log_path = Path(job.get("log_path") or os.devnull)
-    log_path.parent.mkdir(parents=True, exist_ok=True) if job.get("log_path") else None
-    job = {**job, "result_fd": wfd}
-    with open(log_path, "wb") as log:
-        proc = subprocess.Popen([sys.executable, "-m", "claimbench.worker"], stdin=subprocess.PIPE,
-                                stdout=log, stderr=subprocess.STDOUT, pass_fds=(wfd,), env=env,
-                                cwd=str(cwd), start_new_session=True)
+class ClaimProcess:
+    """One claim's child process, which may start before its claim is known.
+
+    The worker imports torch first and only then reads its job from stdin, so a process started
+    early (``run_claims`` starts the first one before it detects the hardware) spends its second
+    of imports while the parent starts up. The job brings the backends' environment and the log
+    file; nothing claim-specific exists in the process before it."""
+
+    def __init__(self, cwd: Path, env_extra: Optional[dict] = None) -> None:
+        self.rfd, wfd = os.pipe()
+        env = {**claim_env(env_extra or {}), "CLAIMBENCH_RESULT_FD": str(wfd)}
+        env.setdefault("OMP_NUM_THREADS", str(os.cpu_count() or 1))
+        self.early_log = tempfile.TemporaryFile()  # output before the job names the claim's log
+        self.proc = subprocess.Popen([sys.executable, "-m", "claimbench.worker"], stdin=subprocess.PIPE,
+                                     stdout=self.early_log, stderr=subprocess.STDOUT, pass_fds=(wfd,), env=env,
+                                     cwd=str(cwd), start_new_session=True)
         os.close(wfd)
-        try:
-            proc.stdin.write(json.dumps(job).encode())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass
-        result, buf = None, b""
+        self.result_fd, self.buf, self.used = wfd, b"", False
+
+    def wait_ready(self, timeout_s: float = 120.0) -> None:
+        """Block until the imports are done, so the process is idle (ceilings are measured next)."""
         deadline = time.monotonic() + timeout_s
-        timed_out = False
-        while True:
-            left = deadline - time.monotonic()
-            if left <= 0:
-                timed_out = True
-                break
-            ready, _, _ = select.select([rfd], [], [], min(left, 0.5))
-            if not ready:
-                if proc.poll() is not None and not _readable(rfd):
+        while b'"ready"' not in self.buf and time.monotonic() < deadline and self.proc.poll() is None:
+            ready, _, _ = select.select([self.rfd], [], [], 0.2)
+            if ready:
+                chunk = os.read(self.rfd, 1 << 16)
+                if not chunk:
                     break
+                self.buf += chunk
+
+    def discard(self) -> None:
+        """End a process that got no job (its claim was rejected or skipped)."""
+        self.used = True
+        try:
+            self.proc.stdin.close()
+        except OSError:
+            pass
+        reap(self.proc, kill=True)
+        os.close(self.rfd)
+        self.early_log.close()
+
+
+def run_child(job: dict, *, env_extra: dict, timeout_s: float, cwd: Path,
+              progress: Optional[Callable[[str], None]] = None, started: Optional[ClaimProcess] = None) -> dict:
+    """Run ``claimbench.worker`` on ``job`` (in ``started`` when given); always returns a result dict."""
+    child = started or ClaimProcess(cwd, env_extra)
+    child.used = True
+    proc, rfd = child.proc, child.rfd
+    log_path = job.get("log_path")
+    job = {**job, "result_fd": child.result_fd, "env": env_extra}
+    try:
+        proc.stdin.write(json.dumps(job).encode())
+        proc.stdin.close()
+    except BrokenPipeError:
+        pass
+    result, buf = None, child.buf
+    deadline = time.monotonic() + timeout_s
+    timed_out = False
+    while True:
+        while b"\n" in buf:
+            line, buf = buf.split(b"\n", 1)
+            try:
+                msg = json.loads(line)
+            except json.JSONDecodeError:
                 continue
-            chunk = os.read(rfd, 1 << 16)
-            if not chunk:
+            if "progress" in msg and progress:
+                progress(str(msg["progress"]))
+            if "result" in msg:
+                result = msg["result"]
+        left = deadline - time.monotonic()
+        if left <= 0:
+            timed_out = True
+            break
+        ready, _, _ = select.select([rfd], [], [], min(left, 0.5))
+        if not ready:
+            if proc.poll() is not None and not _readable(rfd):
                 break
-            buf += chunk
-            while b"\n" in buf:
-                line, buf = buf.split(b"\n", 1)
-                try:
-                    msg = json.loads(line)
-                except json.JSONDecodeError:
-                    continue
-                if "progress" in msg and progress:
-                    progress(str(msg["progress"]))
-                if "result" in msg:
-                    result = msg["result"]
-        os.close(rfd)
-        reap(proc, kill=timed_out or result is None)
-    tail = _tail(log_path) if job.get("log_path") else ""
+            continue
+        chunk = os.read(rfd, 1 << 16)
+        if not chunk:
+            break
+        buf += chunk
+    os.close(rfd)
+    reap(proc, kill=timed_out or result is None)
+    tail = _tail(Path(log_path)) if log_path else ""
+    if not tail.strip():  # it died before it opened the claim's log
+        child.early_log.seek(0)
+        tail = child.early_log.read()[-TAIL_BYTES:].decode("utf-8", "replace")
+    child.early_log.close()
     if timed_out:
         return {"outcome": "timeout", "outcome_reason": f"no result within the {timeout_s:g} s limit; the process group was killed"}
     if result is None:

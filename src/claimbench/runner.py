@@ -52,15 +52,40 @@ class Outcome:
     hardware: str = ""
 
 
-def run_claims(paths: list[Path], root: Path, opts: RunOptions, hw: Optional[Hardware] = None) -> tuple[Hardware, list[Outcome]]:
+def run_claims(paths: list[Path], root: Path, opts: RunOptions, hw: Optional[Hardware] = None,
+               select: Optional[Callable[[list[Path], Hardware], list[Path]]] = None) -> tuple[Hardware, list[Outcome]]:
+    """Detect, then run each claim. The first claim's process starts before anything else, so
+    its torch import overlaps detection and checking; ``select`` may narrow the claims once the
+    hardware is known."""
     from .detect import detect
+    from .execute import ClaimProcess
     from .project import load_listing
-    hw = hw or detect(root)
-    listing = load_listing(root)
-    return hw, [run_one(p, root, hw, opts, listing=listing) for p in paths]
+
+    early = ClaimProcess(root, _thread_env(opts)) if paths else None
+    outcomes = []
+    try:
+        hw = hw or detect(root)
+        paths = select(paths, hw) if select else paths
+        listing = load_listing(root)
+        opts.progress and opts.progress(f"hardware: {hw.name} ({hw.device}); {len(paths)} claim(s)")
+        for p in paths:
+            outcomes.append(run_one(p, root, hw, opts, listing=listing, started=early))
+            if early is not None and not early.used:
+                early.discard()
+            early = None
+    finally:
+        if early is not None and not early.used:
+            early.discard()
+    return hw, outcomes
 
 
-def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listing=None) -> Outcome:
+def _thread_env(opts: RunOptions) -> dict:
+    return {"OMP_NUM_THREADS": str(opts.threads)} if opts.threads else {}
+
+
+def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listing=None,
+            started=None) -> Outcome:
+    """One claim; ``started``, a ClaimProcess begun before the claim was known, runs it."""
     say = opts.progress or (lambda msg: None)
     checked = check_file(Path(claim_path), root, listing)
     if not checked.ok:
@@ -95,6 +120,8 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
         dtypes = sorted({dtype, "float32"})
         try:
             known = load_cached(cache, hw, tuple(dtypes))
+            if known is None and started is not None:
+                started.wait_ready()  # its imports must not share the cores with the measurement
             ceilings = known.to_dict() if known is not None else run_ceilings(hw.to_dict(), dtypes, cache, env_extra={})
         except Exception as e:  # no ceilings, no floor and no sol_fraction: said in the record
             say(f"{claim.id}: {e}")
@@ -104,15 +131,15 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
     for i in range(max(1, opts.repeat) if ok else 1):
         if claim.hardware.count > 1:
             from .distributed import run_distributed
+            if started is not None and not started.used:
+                started.discard()  # ranks are separate processes
             res = run_distributed(job, claim.hardware.count, opts.timeout_s,
                                   progress=lambda m: say(f"{claim.id}: {m}"), env_extra=backends.child_env(names, device))
         else:
             from .execute import run_child
-            env = backends.child_env(names, device)
-            if opts.threads:
-                env["OMP_NUM_THREADS"] = str(opts.threads)
+            env = {**backends.child_env(names, device), **_thread_env(opts)}
             res = run_child(job, env_extra=env, timeout_s=opts.timeout_s, cwd=root,
-                            progress=lambda m: say(f"{claim.id}: {m}"))
+                            progress=lambda m: say(f"{claim.id}: {m}"), started=started if i == 0 else None)
         results.append(res)
         if res.get("outcome") or (res.get("correctness") or {}).get("passed") is not True:
             break

@@ -24,8 +24,19 @@ def _emit(fd: int, obj: dict) -> None:
 
 
 def main() -> int:
+    # Imports first, the job second: a process started before its claim was known spends this
+    # second while the parent is still starting up.
+    import torch  # noqa: F401
+
+    from . import guard, session, verify  # noqa: F401
+    from .claim import Claim  # noqa: F401
+
+    if os.environ.get("CLAIMBENCH_RESULT_FD", "").isdigit():  # imports done: the parent may measure
+        _emit(int(os.environ["CLAIMBENCH_RESULT_FD"]), {"ready": True})
     job = json.loads(sys.stdin.read())
     fd = int(job["result_fd"])
+    _log_to(job.get("log_path"))
+    os.environ.update({str(k): str(v) for k, v in (job.get("env") or {}).items()})
     try:
         result = run_job(job, progress=lambda msg: _emit(fd, {"progress": msg}))
     except BaseException as e:  # report, never raise: the parent turns it into `error`
@@ -35,6 +46,19 @@ def main() -> int:
     os.close(fd)
     sys.stdout.flush()
     os._exit(0)  # skip interpreter teardown: a kernel's atexit hooks cannot rewrite anything
+
+
+def _log_to(path) -> None:
+    """From here on, this process's output goes to the claim's log file."""
+    if not path:
+        return
+    Path(path).parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os.dup2(fd, 1)
+    os.dup2(fd, 2)
+    os.close(fd)
 
 
 def run_job(job: dict, progress) -> dict:

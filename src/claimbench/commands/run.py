@@ -35,9 +35,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..detect import detect
-    from ..runner import RunOptions, run_one
-    from ..project import load_listing
+    from ..runner import RunOptions, run_claims
     from ..status import Status
 
     root = find_root(args.root, args.paths)
@@ -49,21 +47,21 @@ def run(args) -> int:
     paths = discover(args.paths, root)
     if not paths:
         raise UsageError(f"no claim files found in {', '.join(args.paths) or root / 'claims'}")
-    hw = detect(root)
-    try:
-        from ..ci_options import select_for_ci
-        paths = select_for_ci(args, paths, root, hw)
-    except ImportError:
-        pass
     results = Path(args.results) if args.results else root / "results"
     t0 = time.monotonic()
     say = (lambda msg: None) if args.quiet else _Progress(t0)
     opts = RunOptions(results=results, timeout_s=args.timeout_s, repeat=args.repeat, hot=args.hot,
                       hardware_only=getattr(args, "hardware_only", False), progress=say,
                       timing={"max_time_s": args.max_time_s, "warmup_s": args.warmup_s}, threads=args.threads)
-    listing = load_listing(root)
-    say(f"hardware: {hw.name} ({hw.device}); {len(paths)} claim(s)")
-    outcomes = [run_one(p, root, hw, opts, listing=listing) for p in paths]
+
+    def select(found, hw):
+        try:
+            from ..ci_options import select_for_ci
+        except ImportError:
+            return found
+        return select_for_ci(args, found, root, hw)
+
+    hw, outcomes = run_claims(paths, root, opts, select=select)
     if getattr(args, "summary", None):
         from ..summary import write_summary
         write_summary(Path(args.summary), hw, outcomes)
