@@ -149,17 +149,32 @@ def _no_gc():
             gc.enable()
 
 
+def _read(full: str) -> tuple[bytes, os.stat_result]:
+    """The file's bytes and its stat, from one descriptor (a third of the cost of open + stat)."""
+    fd = os.open(full, os.O_RDONLY)
+    try:
+        st = os.fstat(fd)
+        chunks, left = [], st.st_size
+        while True:
+            chunk = os.read(fd, max(left, 1 << 16))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks) if len(chunks) != 1 else chunks[0], st
+    finally:
+        os.close(fd)
+
+
 def _verify_chunk_now(items: list[tuple[str, str]]) -> list[tuple]:
     rows, fresh = [], []
     for rel, full in items:
-        with open(full, "rb") as f:
-            raw = f.read()
+        raw, st = _read(full)
         sha = hashlib.sha256(raw).hexdigest()
         if sha in _KNOWN:
-            st = os.stat(full)
             rows.append((rel, st.st_size, st.st_mtime_ns, sha, None, None, None))
             continue
-        s, rec = read_summary(full, rel, raw, sha)
+        s, rec = read_summary(full, rel, raw, sha, st)
         rows.append([s.path, s.size, s.mtime_ns, s.sha256, s, [("record", s.error)] if rec is None else None, None])
         if rec is not None:
             fresh.append((rows[-1], rec))
@@ -184,36 +199,38 @@ def verify_records(results: Path, *, workers: int = 2, cache: bool = True,
     paths = scan_records(results)
     chunks = [paths[i:i + _CHUNK] for i in range(0, len(paths), _CHUNK)]
     side_result = None
+    out, lines = [], {}
     if workers > 1 and len(paths) >= _PARALLEL_MIN:
         with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(frozenset(cached),)) as pool, _no_gc():
             pending = pool.submit(side) if side is not None else None
-            rows = [row for chunk in pool.map(_verify_chunk, chunks) for row in chunk]
+            for chunk in pool.map(_verify_chunk, chunks):  # collected while the workers go on
+                _collect(chunk, cached, out, lines)
             side_result = pending.result() if pending is not None else None
     else:
         _init(frozenset(cached))
         try:
-            rows = [row for chunk in chunks for row in _verify_chunk(chunk)]
+            for chunk in chunks:
+                _collect(_verify_chunk(chunk), cached, out, lines)
         finally:
             _init(frozenset())
-    with _no_gc():
-        return _collect(rows, cached, cfile if cache else None), side_result
-
-
-def _collect(rows, cached, cfile) -> list[tuple[Summary, list]]:
-    out, lines = [], {}
-    for rel, size, mtime, sha, s, probs, line in rows:
-        if s is None:
-            summ, probs, lines[sha] = cached[sha]
-            s = Summary(path=rel, size=size, mtime_ns=mtime, sha256=sha, **summ)
-        else:
-            lines[sha] = line
-        folder = rel.split("/")[-2]
-        if s.ok and s.claim_id != folder:
-            probs = probs + [("claim_id", f"{s.claim_id!r} does not match its folder {folder!r}")]
-        out.append((s, probs))
-    if cfile is not None and lines.keys() != cached.keys():
+    if cache and lines.keys() != cached.keys():
         _save_cache(cfile, lines.values())
-    return out
+    return out, side_result
+
+
+def _collect(rows, cached, out: list, lines: dict) -> None:
+    """Summaries and problems into ``out``; every record's cache line into ``lines``."""
+    with _no_gc():
+        for rel, size, mtime, sha, s, probs, line in rows:
+            if s is None:
+                summ, probs, lines[sha] = cached[sha]
+                s = Summary(path=rel, size=size, mtime_ns=mtime, sha256=sha, **summ)
+            else:
+                lines[sha] = line
+            folder = rel.split("/")[-2]
+            if s.ok and s.claim_id != folder:
+                probs = probs + [("claim_id", f"{s.claim_id!r} does not match its folder {folder!r}")]
+            out.append((s, probs))
 
 
 def _cache_line(sha: str, s: Summary, probs: list) -> str:
@@ -255,14 +272,13 @@ def audit(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool =
 
 
 def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,
-                 max_per_entry: int = 3, workers: int = 2, cache: bool = True) -> tuple[list[Problem], int]:
-    """(problems, number of record files checked)."""
+                 max_per_entry: int = 3, workers: int = 2, cache: bool = True) -> tuple[list[Problem], list]:
+    """(problems, [(summary, record problems)] for every record file checked)."""
     root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
     checked, known = verify_records(results_dir, workers=workers, cache=cache,
                                     side=partial(_check_claim_files, root, list_path))
     with _no_gc():  # a million live objects from the records: every collection would walk them all
-        return (_audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache, known),
-                len(checked))
+        return _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache, known), checked
 
 
 def _check_claim_files(root: Path, list_path: Path) -> Optional[dict]:

@@ -17,6 +17,7 @@ import re
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import asdict, dataclass, field, fields, replace
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -27,7 +28,7 @@ INDEX_VERSION = 1
 _PARALLEL_MIN = 2000  # below this, worker start-up costs more than it saves
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class Summary:
     """What publish, table and site need from one record file, or why it cannot be read."""
 
@@ -89,7 +90,11 @@ def hardware_name(hw: dict) -> str:
             name = f"{len(gpus)}× {name}"
     if not name and isinstance(hw.get("cpu"), dict):
         name = hw["cpu"].get("model")
-    name = str(name or hardware_slug(hw))
+    return _short_name(str(name or hardware_slug(hw)))
+
+
+@lru_cache(maxsize=256)
+def _short_name(name: str) -> str:
     return re.sub(r"^(\d+× )?(NVIDIA|AMD|Intel\(R\)|Intel)\s+", r"\1", name).strip()
 
 
@@ -124,10 +129,10 @@ def record_files(results: Path) -> list[Path]:
     return [Path(full) for _, full in scan_records(Path(results))]
 
 
-def read_summary(full: str, rel: str, raw: Optional[bytes] = None,
-                 sha: Optional[str] = None) -> tuple[Summary, Optional[Record]]:
+def read_summary(full: str, rel: str, raw: Optional[bytes] = None, sha: Optional[str] = None,
+                 st: Optional[os.stat_result] = None) -> tuple[Summary, Optional[Record]]:
     """Read one record file: its summary (with `error` set when unreadable) and the record."""
-    st = os.stat(full)
+    st = st or os.stat(full)
     if raw is None:
         with open(full, "rb") as f:
             raw = f.read()

@@ -34,7 +34,7 @@ def register(sub) -> None:
                    help="let records from a dirty git tree count (they are labelled 'dirty')")
     p.add_argument("--max-per-entry", type=int, default=3, metavar="N", help="numbers shown per entry (default 3)")
     p.add_argument("--dry-run", action="store_true", help="print the report and the diff; write nothing")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, exit_fast=True)
 
 
 def run(args) -> int:

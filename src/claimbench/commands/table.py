@@ -18,7 +18,7 @@ def register(sub) -> None:
     p.add_argument("--verdict", default=None, help="verified, refuted, inconclusive, ...")
     p.add_argument("--compare", nargs=2, metavar=("HW_A", "HW_B"), default=None,
                    help="latest measured record per claim on two GPUs, side by side")
-    p.set_defaults(func=run)
+    p.set_defaults(func=run, exit_fast=True)
 
 
 def run(args) -> int:
