@@ -154,14 +154,13 @@ def _read(full: str) -> tuple[bytes, os.stat_result]:
     fd = os.open(full, os.O_RDONLY)
     try:
         st = os.fstat(fd)
-        chunks, left = [], st.st_size
-        while True:
-            chunk = os.read(fd, max(left, 1 << 16))
-            if not chunk:
-                break
+        raw = os.read(fd, st.st_size + 1)  # one more byte than fstat says: a growing file reads on
+        if len(raw) <= st.st_size:
+            return raw, st
+        chunks = [raw]
+        while chunk := os.read(fd, 1 << 20):
             chunks.append(chunk)
-            left -= len(chunk)
-        return b"".join(chunks) if len(chunks) != 1 else chunks[0], st
+        return b"".join(chunks), st
     finally:
         os.close(fd)
 
