@@ -290,8 +290,13 @@ def _check_claim_files(root: Path, list_path: Path) -> Optional[dict]:
         listing = parse_list(text, str(list_path))
     except (OSError, UnicodeDecodeError, ListError):
         return None  # _audit_list reports the list itself
+    from .publish import Hashes
+
     files = sorted(p for p in (root / "claims").rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
-    return {"text": text, "checks": check_files(files, root, listing)}
+    hashes = Hashes(root)
+    for f in files:
+        hashes.get(f.relative_to(root).as_posix())
+    return {"text": text, "checks": check_files(files, root, listing), "hashes": hashes.memo}
 
 
 def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache,
@@ -307,7 +312,8 @@ def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entr
         listing = parse_list(text, shown_list)
         same_list = known is not None and known["text"] == text
         plan = build_plan(root, list_path, results_dir, text, summaries, allow_dirty=allow_dirty,
-                          max_per_entry=max_per_entry, cache=cache, known_checks=known["checks"] if same_list else None)
+                          max_per_entry=max_per_entry, cache=cache, known_checks=known["checks"] if same_list else None,
+                          known_hashes=known["hashes"] if known is not None else None)
     except ListError as e:
         return problems + [Problem(shown_list, e.line, "list", str(e).removeprefix(f"{e.path}:{e.line}: "))]
     except (OSError, UnicodeDecodeError) as e:

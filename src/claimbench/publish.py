@@ -98,9 +98,13 @@ def is_dirty(s: Summary) -> bool:
 class Hashes:
     """sha256 of project files, each read once per run; None for a missing file or one outside root."""
 
-    def __init__(self, root: Path):
+    def __init__(self, root: Path, known: Optional[dict] = None):
         self.root = Path(root).resolve()
-        self._memo: dict[str, Optional[str]] = {}
+        self._memo: dict[str, Optional[str]] = dict(known or {})  # `known`: another Hashes' memo
+
+    @property
+    def memo(self) -> dict:
+        return dict(self._memo)
 
     def get(self, rel: str) -> Optional[str]:
         if rel not in self._memo:
@@ -138,11 +142,12 @@ def plan(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = 
 
 def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,
                summaries: Sequence[Summary], *, allow_dirty: bool = False,
-               max_per_entry: int = 3, cache: bool = True, known_checks: Optional[dict] = None) -> PublishPlan:
+               max_per_entry: int = 3, cache: bool = True, known_checks: Optional[dict] = None,
+               known_hashes: Optional[dict] = None) -> PublishPlan:
     """The plan from given summaries (audit passes ones it read itself). Raises ListError."""
     root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
     listing = parse_list(text, str(list_path))
-    hashes = Hashes(root)
+    hashes = Hashes(root, known_hashes)
     groups: dict[tuple[str, str], list[Summary]] = {}
     for s in summaries:
         if s.ok and s.mode == "measured":
