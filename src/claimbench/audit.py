@@ -10,20 +10,18 @@ record has a new sha256 and is checked again; an unchanged one is still read and
 
 from __future__ import annotations
 
-import gc
 import hashlib
 import math
 import os
 import re
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
-from contextlib import contextmanager
 from functools import partial
 from dataclasses import fields
 from pathlib import Path
 from typing import Callable, Optional
 
-from .index import Summary, scan_records, read_summary
+from .index import Summary, paused_gc, read_bytes_and_stat, read_summary, scan_records
 from .listing import Entry, ListError, parse_list, read_region
 from .problem import Problem
 from .record import Record, dumps_json_line, loads_json
@@ -134,41 +132,14 @@ def _keep_freed_memory() -> None:
 def _verify_chunk(items: list[tuple[str, str]]) -> list[tuple]:
     """(rel, size, mtime, sha256, summary, problems, cache line) for each record file; the last
     three are None for a record the cache already knows."""
-    with _no_gc():  # parsing allocates millions of acyclic objects; collecting them finds nothing
+    with paused_gc():  # parsing allocates millions of acyclic objects; collecting them finds nothing
         return _verify_chunk_now(items)
-
-
-@contextmanager
-def _no_gc():
-    was = gc.isenabled()
-    gc.disable()
-    try:
-        yield
-    finally:
-        if was:
-            gc.enable()
-
-
-def _read(full: str) -> tuple[bytes, os.stat_result]:
-    """The file's bytes and its stat, from one descriptor (a third of the cost of open + stat)."""
-    fd = os.open(full, os.O_RDONLY)
-    try:
-        st = os.fstat(fd)
-        raw = os.read(fd, st.st_size + 1)  # one more byte than fstat says: a growing file reads on
-        if len(raw) <= st.st_size:
-            return raw, st
-        chunks = [raw]
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks), st
-    finally:
-        os.close(fd)
 
 
 def _verify_chunk_now(items: list[tuple[str, str]]) -> list[tuple]:
     rows, fresh = [], []
     for rel, full in items:
-        raw, st = _read(full)
+        raw, st = read_bytes_and_stat(full)
         sha = hashlib.sha256(raw).hexdigest()
         if sha in _KNOWN:
             rows.append((rel, st.st_size, st.st_mtime_ns, sha, None, None, None))
@@ -200,7 +171,7 @@ def verify_records(results: Path, *, workers: int = 2, cache: bool = True,
     side_result = None
     out, lines = [], {}
     if workers > 1 and len(paths) >= _PARALLEL_MIN:
-        with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(frozenset(cached),)) as pool, _no_gc():
+        with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(frozenset(cached),)) as pool, paused_gc():
             pending = pool.submit(side) if side is not None else None
             for chunk in pool.map(_verify_chunk, chunks):  # collected while the workers go on
                 _collect(chunk, cached, out, lines)
@@ -219,7 +190,7 @@ def verify_records(results: Path, *, workers: int = 2, cache: bool = True,
 
 def _collect(rows, cached, out: list, lines: dict) -> None:
     """Summaries and problems into ``out``; every record's cache line into ``lines``."""
-    with _no_gc():
+    with paused_gc():
         for rel, size, mtime, sha, s, probs, line in rows:
             if s is None:
                 summ, probs, lines[sha] = cached[sha]
@@ -276,7 +247,7 @@ def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty:
     root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
     checked, known = verify_records(results_dir, workers=workers, cache=cache,
                                     side=partial(_check_claim_files, root, list_path))
-    with _no_gc():  # a million live objects from the records: every collection would walk them all
+    with paused_gc():  # a million live objects from the records: every collection would walk them all
         return _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache, known), checked
 
 
