@@ -17,7 +17,6 @@ import re
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
-from dataclasses import fields
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -33,7 +32,7 @@ _PARALLEL_MIN = 500
 _CHUNK = 256  # records per task: enough to batch their bootstraps, few enough to balance two workers
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 _KNOWN: frozenset = frozenset()
-_KEEP = tuple(f.name for f in fields(Summary) if f.name not in ("path", "size", "mtime_ns", "sha256"))
+_KEEP = tuple(f for f in Summary._fields if f not in ("path", "size", "mtime_ns", "sha256"))
 
 
 def _close(a: Optional[float], b: Optional[float]) -> bool:
