@@ -13,7 +13,7 @@ from claimbench.detect import detect
 from claimbench.runner import RunOptions, run_one
 from claimbench.status import Status
 
-# cheat file -> statuses it may end in (never verified), and a word the reason must contain
+# cheat file -> statuses it may end in (never verified), and a word (or a tuple of alternatives) the reason must contain
 CASES = {
     "zeros": ({Status.INCORRECT}, "zeros"),
     "fingerprint_cache": ({Status.REJECTED, Status.INCORRECT, Status.INCONCLUSIVE}, ""),
@@ -22,7 +22,8 @@ CASES = {
     "empty_like": ({Status.INCORRECT, Status.REJECTED}, ""),
     "mutate_input": ({Status.REJECTED, Status.INCORRECT}, "mutated"),
     "mutate_late": ({Status.REJECTED, Status.INCORRECT}, ""),
-    "data_ptr_cache": ({Status.REJECTED, Status.INCORRECT}, "wrong answers"),
+    # caught in timing, or already in a trial when the allocator hands the same address back
+    "data_ptr_cache": ({Status.REJECTED, Status.INCORRECT}, ("wrong answers", "rel l2")),
     "first_n_calls": ({Status.REJECTED, Status.INCORRECT}, "wrong answers"),
     "tail_drop": ({Status.INCORRECT}, ""),
     "lower_precision": ({Status.INCORRECT}, "rel L2"),
@@ -73,7 +74,8 @@ def test_cheat_is_never_verified(project, hw, name):
     out = _run(project, hw, name, name)
     assert out.status != Status.VERIFIED
     assert out.status in allowed, (out.status, out.reason)
-    assert word.lower() in out.reason.lower(), out.reason
+    words = (word,) if isinstance(word, str) else word
+    assert any(w.lower() in out.reason.lower() for w in words), out.reason
 
 
 def test_hang_is_a_timeout_and_the_next_claim_still_runs(project, hw):
