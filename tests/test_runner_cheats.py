@@ -37,6 +37,7 @@ CASES = {
     "gc_dig_hidden": ({Status.REJECTED}, ""),
     "subclass_liar": ({Status.REJECTED, Status.INCORRECT}, "subclass"),
     "late_thread": ({Status.REJECTED, Status.INCORRECT}, ""),
+    "forged_report": ({Status.ERROR}, "reports"),  # the second report gives it away
     "crash_exit": ({Status.ERROR}, "status 3"),
     "crash_raise": ({Status.ERROR}, "exploded"),
 }

@@ -90,7 +90,7 @@ def run_child(job: dict, *, env_extra: dict, timeout_s: float, cwd: Path,
         proc.stdin.close()
     except BrokenPipeError:
         pass
-    result, buf = None, child.buf
+    result, buf, reports = None, child.buf, 0
     deadline = time.monotonic() + timeout_s
     timed_out = False
     while True:
@@ -103,7 +103,7 @@ def run_child(job: dict, *, env_extra: dict, timeout_s: float, cwd: Path,
             if "progress" in msg and progress:
                 progress(str(msg["progress"]))
             if "result" in msg:
-                result = msg["result"]
+                result, reports = msg["result"], reports + 1
         left = deadline - time.monotonic()
         if left <= 0:
             timed_out = True
@@ -126,6 +126,9 @@ def run_child(job: dict, *, env_extra: dict, timeout_s: float, cwd: Path,
     child.early_log.close()
     if timed_out:
         return {"outcome": "timeout", "outcome_reason": f"no result within the {timeout_s:g} s limit; the process group was killed"}
+    if reports > 1:  # the worker reports once; a second report came from code it ran
+        return {"outcome": "error", "outcome_reason": f"the claim's process sent {reports} reports where the worker "
+                "sends one: something in it wrote to the report pipe"}
     if result is None:
         code = proc.returncode
         why = f"killed by signal {signal.Signals(-code).name}" if code and code < 0 else f"exited with status {code}"

@@ -31,8 +31,9 @@ def main() -> int:
     from . import guard, session, verify  # noqa: F401
     from .claim import Claim  # noqa: F401
 
-    if os.environ.get("CLAIMBENCH_RESULT_FD", "").isdigit():  # imports done: the parent may measure
-        _emit(int(os.environ["CLAIMBENCH_RESULT_FD"]), {"ready": True})
+    ready_fd = os.environ.pop("CLAIMBENCH_RESULT_FD", "")  # not left where a kernel would look first
+    if ready_fd.isdigit():  # imports done: the parent may measure
+        _emit(int(ready_fd), {"ready": True})
     job = json.loads(sys.stdin.read())
     fd = int(job["result_fd"])
     _log_to(job.get("log_path"))
