@@ -24,7 +24,8 @@ from typing import Callable, Optional
 from .index import Summary, paused_gc, read_bytes_and_stat, read_summary, scan_records
 from .listing import Entry, ListError, parse_list, read_region
 from .problem import Problem
-from .record import Record, dumps_json_line, loads_json
+from .jsonio import dumps_json_line, loads_json
+from .record import Record
 from .status import Status
 
 CACHE_DIR = ".cache"

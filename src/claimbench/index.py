@@ -22,7 +22,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Optional
 
-from .record import Record, RecordError, dumps_json_line, loads_json, parse_record
+from .jsonio import dumps_json_line, loads_json
+from .record import Record, RecordError, parse_record
 
 INDEX_NAME = "index.jsonl"
 INDEX_VERSION = 1

@@ -19,7 +19,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import UserError
-from .jsonio import dumps_json_line, loads_json  # noqa: F401  (re-exported for index and audit)
+from .jsonio import loads_json
 from .verdict import Evidence, Samples
 
 SCHEMA_VERSION = 2

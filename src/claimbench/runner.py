@@ -12,7 +12,6 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from . import __version__, backends, expr
-from .errors import UsageError
 from .hardware import Hardware, blockers, matches
 from .policy import check_file
 from .record import Record, sha256_file, utc_now, write_record

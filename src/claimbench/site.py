@@ -272,7 +272,6 @@ def _rooflines(out: Path, measured: list[Summary], results_dir: Path) -> None:
 
 def _index(out: Path, listing, text: str, p, checked, results_dir: Path) -> None:
     lines = text.split("\n")
-    by_line = {e.line: e for e in listing.entries}
     nums: dict[int, list] = {}
     for n in p.numbers:
         nums.setdefault(n.entry_line, []).append(n)

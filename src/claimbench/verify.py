@@ -6,7 +6,7 @@ cannot round them. Every check returns data; nothing here raises on a wrong answ
 
 from __future__ import annotations
 
-from typing import Any, Optional
+from typing import Any
 
 import torch
 

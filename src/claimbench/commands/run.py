@@ -36,7 +36,6 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from ..runner import RunOptions, run_claims
-    from ..status import Status
 
     root = find_root(args.root, args.paths)
     for raw in args.paths:
