@@ -39,6 +39,9 @@ class RunOptions:
     ceilings_cache: Optional[Path] = None
     threads: Optional[int] = None  # CPU threads for the sides (torch and OpenMP); None: all cores
     sandbox: str = "auto"           # auto | bwrap | none
+    node_rank: int = 0              # multi-node claims: this machine's place, and where rank 0 listens
+    master_addr: Optional[str] = None
+    master_port: Optional[int] = None
     max_memory_bytes: Optional[int] = None  # RLIMIT_AS of each CPU side; None: 3/4 of the machine
 
 
@@ -107,8 +110,6 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
     seeds = draw_seeds(claim.correctness.trials)
     say(f"{claim.id}: {'measuring on ' + hw.name if ok else 'correctness on CPU (' + why + ')'}")
     ceilings = _ceilings(claim, hw, opts, dtype, servers, say) if ok else None
-    if claim.hardware.count > 1:
-        return _distributed(claim, claim_path, root, hw, opts, ok, why, dtype, device, names, seeds, ceilings)
     sandbox = servers.sandbox(cuda=device == "cuda")
     run_id = new_run_id()
     log_path = opts.results / ".cache" / "logs" / f"{claim.id}-{run_id}.log"
@@ -122,9 +123,14 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
     runs = []
     for i in range(max(1, opts.repeat) if ok else 1):
         say(f"{claim.id}: starting its processes" + (f" (repeat {i + 1}/{opts.repeat})" if opts.repeat > 1 else ""))
-        run = orchestrate(job, servers.get(sandbox), lambda msg: say(f"{claim.id}: {msg}"))
-        runs.append(run.to_dict())
-        if run.outcome or (run.correctness or {}).get("passed") is not True:
+        if claim.hardware.count > 1:
+            from .run.launch import Nodes, launch
+            nodes = Nodes(claim.hardware.nodes, opts.node_rank, opts.master_addr, opts.master_port)
+            run = launch(job, claim.hardware.count, nodes, opts.sandbox, run_id, lambda msg: say(f"{claim.id}: {msg}"))
+        else:
+            run = orchestrate(job, servers.get(sandbox), lambda msg: say(f"{claim.id}: {msg}")).to_dict()
+        runs.append(run)
+        if run.get("outcome") or (run.get("correctness") or {}).get("passed") is not True:
             break
     touched = _undo_file_changes(root, watched, before, opts.results)
     if touched:
@@ -174,22 +180,6 @@ def _undo_file_changes(root: Path, watched: list[Path], before: dict, results: P
             touched += [os.path.relpath(p, root) for p in changed + planted + removed]
             filecensus.undo(w, changed, planted, removed, Path(results) / ".quarantine")
     return touched
-
-
-def _distributed(claim, claim_path, root, hw, opts, ok, why, dtype, device, names, seeds, ceilings) -> Outcome:
-    from .distributed import run_distributed
-    job = {"root": str(root), "claim": claim.model_dump(mode="json"), "device": device, "dtype": dtype,
-           "mode": "measured" if ok else "correctness-only", "seeds": seeds, "hardware": hw.to_dict(),
-           "timing": {**opts.timing, "hot": opts.hot or None},
-           "log_path": str(opts.results / ".cache" / "logs" / f"{claim.id}-{new_run_id()}.log")}
-    res = run_distributed(job, claim.hardware.count, opts.timeout_s, env_extra=backends.child_env(names, device))
-    res["ceilings"] = ceilings
-    rec = build_record(claim, Path(claim_path), root, hw, [res], matched=(ok, why), dtype=dtype, device=device)
-    path = write_record(opts.results, rec)
-    from .index import append_index
-    append_index(opts.results, path, rec)
-    return Outcome(claim.id, Path(claim_path), Status(rec.verdict), rec.reason, path, rec.value, rec.ci_low,
-                   rec.ci_high, claim.claimed.metric, claim.claimed.value, hw.name)
 
 
 def _host_allocator() -> dict:

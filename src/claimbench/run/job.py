@@ -48,6 +48,22 @@ class ClaimRun:
     output_read: str = "process_vm_readv"
     topology: Optional[dict] = None
     autotune: Optional[dict] = None
+    alone: bool = False                         # it stopped where the other ranks could not know
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+
+def job_to_dict(job: Job) -> dict:
+    d = {k: getattr(job, k) for k in Job.__dataclass_fields__}
+    d["claim"] = job.claim.model_dump(mode="json")
+    d["root"] = str(job.root)
+    d["log_path"] = str(job.log_path) if job.log_path else None
+    return d
+
+
+def job_from_dict(d: dict) -> Job:
+    from ..claim import Claim
+
+    return Job(**{**d, "claim": Claim.model_validate(d["claim"]), "root": Path(d["root"]),
+                  "log_path": Path(d["log_path"]) if d.get("log_path") else None})

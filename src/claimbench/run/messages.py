@@ -85,6 +85,19 @@ class TimerSpec(_Model):
     nvml_index: Optional[int] = None
 
 
+class DistSpec(_Model):
+    """This side's place in its own process group (one group per role, across the claim's ranks)."""
+
+    rank: int
+    world: int
+    local_rank: int
+    backend: Literal["gloo", "nccl"]
+    master_addr: str
+    master_port: int
+    prefix: str
+    timeout_s: float
+
+
 # -- orchestrator -> side -------------------------------------------------------------------
 class Load(_Msg):
     kind: Literal["load"] = "load"
@@ -95,6 +108,7 @@ class Load(_Msg):
     dtype: str
     forbidden: list[str] = []
     timer: Optional[TimerSpec] = None
+    dist: Optional[DistSpec] = None
 
 
 class MakeInputs(_Msg):

@@ -17,6 +17,7 @@ from ..timing import TimingConfig, measure_pair
 from . import census
 from . import messages as m
 from .channel import ChannelClosed, ChannelTimeout, ProtocolError
+from .coordinate import Solo
 from .job import ClaimRun, Job
 from .memory import ReadError
 from .processes import ForkServer
@@ -47,22 +48,28 @@ def refs_for(claim, role: str) -> dict[str, str]:
     return refs
 
 
-def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None]) -> ClaimRun:
+def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None], *, coord=None,
+                group: Optional[dict] = None) -> ClaimRun:
+    """One claim on this machine. With several ranks, ``coord`` is the orchestrators' own group and
+    ``group`` says where each role's side processes meet (master address, port, store prefix)."""
+    coord = coord if coord is not None else Solo()
     s = ClaimSession(server, time.monotonic() + job.timeout_s)
     found: dict = {"seeds": job.seeds}
     rejections: list[str] = []
     log_fd = os.open(job.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if job.log_path else os.open(os.devnull, os.O_WRONLY)
     try:
-        _start(s, job, log_fd, say, found)
-        rejections += seed_check(s, job.claim, job.seeds["sensitivity"], job.measured)
+        _start(s, job, log_fd, say, found, coord, group)
+        rejections += seed_check(s, job.claim, job.seeds["sensitivity"], job.measured, coord)
         if not rejections:
             corr, rej = run_trials(s, job.claim, device=job.device, dtype=job.dtype, seeds=job.seeds["trials"],
-                                   measured=job.measured, say=say)
+                                   measured=job.measured, say=say, coord=coord)
             found["correctness"] = corr
             rejections += rej
-            if job.measured and corr["passed"] and not rejections:
-                rejections += _timed(s, job, say, found)
+            passed = all(coord.gather(bool(corr["passed"]))) if coord.world > 1 else corr["passed"]
+            if job.measured and passed and not rejections:
+                rejections += _timed(s, job, say, found, coord)
     except ClaimEnded as e:
+        found["alone"] = True  # no other rank knows: a multi-rank run must stop the whole group
         if e.verdict in ("error", "timeout"):
             found.update(outcome=e.verdict, outcome_reason=e.reason)
         elif e.verdict == "incorrect":
@@ -70,9 +77,9 @@ def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None]) -> Cla
         else:
             rejections.append(e.reason)
     except ChannelTimeout as e:
-        found.update(outcome="timeout", outcome_reason=f"{e}: no answer within the {job.timeout_s:g} s limit")
+        found.update(outcome="timeout", outcome_reason=f"{e}: no answer within the {job.timeout_s:g} s limit", alone=True)
     except (ChannelClosed, ProtocolError, ReadError) as e:
-        found.update(outcome="error", outcome_reason=_died(s, str(e), job.log_path))
+        found.update(outcome="error", outcome_reason=_died(s, str(e), job.log_path), alone=True)
     finally:
         os.close(log_fd)
         server.kill_all()
@@ -81,7 +88,7 @@ def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None]) -> Cla
     return ClaimRun(rejections=tuple(rejections), **found)
 
 
-def _start(s: ClaimSession, job: Job, log_fd: int, say, found: dict) -> None:
+def _start(s: ClaimSession, job: Job, log_fd: int, say, found: dict, coord, group: Optional[dict]) -> None:
     env = {**job.env, "CLAIMBENCH_THREADS": str(job.threads or os.cpu_count() or 1)}
     cpu_limit = job.max_memory_bytes if job.device == "cpu" else None
     timer = None
@@ -96,17 +103,23 @@ def _start(s: ClaimSession, job: Job, log_fd: int, say, found: dict) -> None:
         s.sides[role] = side = s.server.spawn(role, env, log_fd, cpu_limit)
         side.freeze()
         found.setdefault("versions", side.versions)
+        dist = None
+        if group is not None:
+            dist = m.DistSpec(rank=coord.rank, world=coord.world, local_rank=group["local_rank"],
+                              backend="nccl" if job.device == "cuda" else "gloo", master_addr=group["master_addr"],
+                              master_port=group["master_port"], prefix=f"{group['prefix']}/{role}",
+                              timeout_s=job.timeout_s)
         loaded = s.exchange(role, m.Load(role=role, root=str(job.root), refs=refs_for(job.claim, role),
                                          device=job.device, dtype=job.dtype,
                                          forbidden=list(job.claim.correctness.forbidden) if role == "kernel" else [],
-                                         timer=timer if role != "task" else None), m.Loaded)[0]
+                                         timer=timer if role != "task" else None, dist=dist), m.Loaded)[0]
         sources |= set(loaded.sources)
         if role == "kernel":
             found["_flush"] = (loaded.flush_bytes, loaded.l2_reset)
     found["sources"] = tuple(sorted(sources))
 
 
-def _timed(s: ClaimSession, job: Job, say, found: dict) -> list[str]:
+def _timed(s: ClaimSession, job: Job, say, found: dict, coord) -> list[str]:
     claim = job.claim
     params = dict(claim.workload.params)
     cfg = TimingConfig.for_device(job.device, **{k: v for k, v in job.timing.items() if v is not None and k != "flush_bytes"})
@@ -115,16 +128,16 @@ def _timed(s: ClaimSession, job: Job, say, found: dict) -> list[str]:
     s.give("kernel", inputs)
     s.give("baseline", inputs)
     timer = RemoteTimer(s, job.device, hot=job.hot or not cfg.cold, min_block_us=cfg.min_block_us,
-                        flush_bytes=flush, l2_reset=l2_reset)
+                        flush_bytes=flush, l2_reset=l2_reset, coord=coord)
     perturb = not (claim.kernel.prepare or claim.baseline.prepare)
     hooks = Rechecks(s, claim, params, job.seeds["timing"], timer, perturb=perturb,
-                     calls_per_round=cfg.calls_per_round, device=job.device)
+                     calls_per_round=cfg.calls_per_round, device=job.device, coord=coord)
     everyone = [p for pids in s.members().values() for p in pids] + [s.server.host_pid, os.getpid()]
     busy0, ncpu = census.machine_busy_s()
     ours0, t0 = census.cpu_seconds(everyone), time.monotonic()
     say("timing: warm-up")
     pair = measure_pair("kernel", "baseline", timer, cfg, hooks=hooks,
-                        progress=lambda phase, detail: say(f"{phase}: {detail}"))
+                        progress=lambda phase, detail: say(f"{phase}: {detail}"), clock=coord.clock)
     hooks.finish_round()
     wall = time.monotonic() - t0
     busy1, _ = census.machine_busy_s()

@@ -25,6 +25,7 @@ from ..timing import Sample
 from ..verify import accuracy, codec
 from . import census
 from . import messages as m
+from .coordinate import Solo
 from .session import ClaimEnded, ClaimSession, InputSet
 
 _NOW = time.perf_counter_ns
@@ -59,10 +60,13 @@ class RemoteTimer:
     """measure_pair's Timer, over exchanges with the kernel and baseline sides."""
 
     def __init__(self, s: ClaimSession, device: str, *, hot: bool, min_block_us: float,
-                 flush_bytes: Optional[int], l2_reset: Optional[bool]) -> None:
+                 flush_bytes: Optional[int], l2_reset: Optional[bool], coord=None) -> None:
         self.s, self.device = s, device
+        self.coord = coord if coord is not None else Solo()
         self.mode = "cpu" if device == "cpu" else ("hot" if hot else "cold")
         self.name = "orchestrator-bracket" if device == "cpu" else "cuda-event-in-bracket"
+        if self.coord.world > 1:
+            self.name += f", max over {self.coord.world} ranks"
         self.flush_bytes = flush_bytes if self.mode == "cold" else None
         self.l2_reset = l2_reset if self.mode == "cold" else None
         self.min_block_us = min_block_us
@@ -122,6 +126,7 @@ class RemoteTimer:
         n = self.calls_per_block.get(side, 1)
         edits = self.hooks.take_edits(side) if self.hooks is not None and self.device != "cpu" else []
         timed = "cpu" if self.device == "cpu" else "cuda"
+        self.coord.barrier()  # every rank's sample starts together: a collective waits for its slowest rank
         reply, bracket_us = self._exchange(side, m.Call(n=n, timed=timed, edits=edits))
         b = self.bracket
         if self.device == "cpu":
@@ -129,7 +134,7 @@ class RemoteTimer:
             if record:
                 b.brackets_us[side].append(bracket_us)
                 b.side_us[side].append(reply.side_us * n)
-            return Sample(us=us, out=reply, calls=n)
+            return Sample(us=self._slowest(us), out=reply, calls=n)
         ev = float(reply.event_us or 0.0)
         if record:
             b.brackets_us[side].append(bracket_us)
@@ -137,7 +142,14 @@ class RemoteTimer:
             b.event_us[side].append(ev * n)
             if ev * n > bracket_us * 1.001 + 5.0:
                 b.violations.append(f"{side}: events {ev * n:.1f} us inside a bracket of {bracket_us:.1f} us")
-        return Sample(us=ev, out=reply, throttle_reasons=reply.throttle_reasons, sm_clock_mhz=reply.sm_clock_mhz, calls=n)
+        reasons, clock = reply.throttle_reasons, reply.sm_clock_mhz
+        if self.coord.world > 1:
+            ev, bits, neg = self.coord.max([ev, float(int(reasons or 0)), -(clock or 1e9)])
+            reasons, clock = (int(bits) if reasons is not None or bits else None), (None if neg <= -1e9 else -neg)
+        return Sample(us=ev, out=reply, throttle_reasons=reasons, sm_clock_mhz=clock, calls=n)
+
+    def _slowest(self, us: float) -> float:
+        return self.coord.max([us])[0] if self.coord.world > 1 else us
 
 
 def _wait_running(pid: int, timeout_s: float = 0.5) -> None:
@@ -153,7 +165,8 @@ class Rechecks:
     every kernel output of the round read, one drawn afterwards and checked, a census per round."""
 
     def __init__(self, s: ClaimSession, claim, params: dict, seed: int, timer: RemoteTimer, *,
-                 perturb: bool, calls_per_round: int, device: str) -> None:
+                 perturb: bool, calls_per_round: int, device: str, coord=None) -> None:
+        self.coord = coord if coord is not None else Solo()
         self.s, self.claim, self.params, self.seed, self.timer = s, claim, params, seed, timer
         self.perturb, self.calls_per_round, self.device = perturb, calls_per_round, device
         self.rng = random.SystemRandom()
@@ -226,7 +239,7 @@ class Rechecks:
             if self.device == "cpu":  # every output is read: the kernel cannot know which one counts
                 raws = [self.s.read_raw("kernel", b) for b in out.outputs]
                 self.candidates.append((raws, list(self.edits), list(out.outputs)))
-            elif self.rng.random() < 1.0 / max(1, self.calls_per_round):
+            elif self.coord.broadcast(self.rng.random() < 1.0 / max(1, self.calls_per_round)):
                 staged = self.s.exchange("kernel", m.Emit(), m.Outputs)[0].outputs
                 raws = [self.s.read_raw("kernel", b) for b in staged]
                 self.candidates.append((raws, list(self.edits), list(staged)))
@@ -237,7 +250,8 @@ class Rechecks:
         if self.inputs is None or not self.candidates:
             self.candidates = []
             return
-        raws, edits, bufs = self.rng.choice(self.candidates)  # drawn after the calls returned
+        pick = self.coord.broadcast(self.rng.randrange(len(self.candidates)))  # drawn after the calls returned
+        raws, edits, bufs = self.candidates[min(pick, len(self.candidates) - 1)]
         self.candidates = []
         ref = self.s.reference(self.inputs, edits)
         outs = [codec.from_bytes(raw, b.dtype, b.shape, b.strides) for raw, b in zip(raws, bufs)]

@@ -14,6 +14,7 @@ import numpy as np
 
 from ..verify import accuracy, nullmodels
 from . import messages as m
+from .ranked import tagged
 from .session import ClaimEnded, ClaimSession, InputSet
 
 
@@ -23,21 +24,21 @@ def shapes(claim, measured: bool) -> list[dict]:
     return ([base] if measured else []) + checks or [base]
 
 
-def seed_check(s: ClaimSession, claim, seeds: list[int], measured: bool) -> list[str]:
+def seed_check(s: ClaimSession, claim, seeds: list[int], measured: bool, coord=None) -> list[str]:
     params = shapes(claim, measured)[0]
     a, b = s.make_inputs(seeds[0], params), s.make_inputs(seeds[1], params)
     same = all((x is None and y is None) or (x is not None and y is not None and x.tobytes() == y.tobytes())
                for x, y in zip(a.raw, b.raw)) and a.items == b.items
     s.drop(a)
     s.drop(b)
-    if same:
-        return ["make_inputs ignores its seed: two seeds gave identical inputs, so a kernel could replay them"]
-    return []
+    mine = ["make_inputs ignores its seed: two seeds gave identical inputs, so a kernel could replay them"] if same else []
+    return tagged(coord.gather(mine)) if coord is not None and coord.world > 1 else mine
 
 
 def run_trials(s: ClaimSession, claim, *, device: str, dtype: str, seeds: list[int], measured: bool,
-               say: Callable[[str], None]) -> tuple[dict, list[str]]:
-    """(the correctness result as data, rejections). Stops at the first trial with a rejection."""
+               say: Callable[[str], None], coord=None) -> tuple[dict, list[str]]:
+    """(the correctness result as data, rejections). Stops at the first trial with a rejection;
+    with several ranks, every rank decides that from every rank's findings, so all stop together."""
     plan = shapes(claim, measured)
     steps = [(plan[0], seed, f"trial {i + 1}/{len(seeds)}") for i, seed in enumerate(seeds)]
     steps += [(p, seeds[0] + 7919 * (j + 1), f"check shape {j + 1}/{len(plan) - 1} {p}") for j, p in enumerate(plan[1:])]
@@ -46,6 +47,8 @@ def run_trials(s: ClaimSession, claim, *, device: str, dtype: str, seeds: list[i
     for k, (params, seed, label) in enumerate(steps):
         say(f"correctness: {label}")
         row, rej = _trial(s, claim, device, dtype, params, seed, first=k == 0)
+        if coord is not None and coord.world > 1:
+            rej = tagged([r for _, r in coord.gather((None, rej))])
         trials.append(row)
         rejections += rej
         if rej:

@@ -76,8 +76,8 @@ def normalize_outputs(value: Any, key: str) -> tuple[torch.Tensor, ...]:
     elif type(value) in (tuple, list):
         items = tuple(value)  # an exact tuple or list: iterating it runs no claim code
     else:
-        raise ClaimCodeError(key, f"{key} returned a {type(value).__module__}.{type(value).__qualname__}; "
-                             "return a torch.Tensor or a tuple or list of them", verdict="rejected")
+        raise ClaimCodeError(key, f"{key} returned a {type(value).__module__}.{type(value).__qualname__}, not a plain "
+                             "torch.Tensor or an exact tuple or list of them", verdict="rejected")
     for i, t in enumerate(items):
         if type(t) is not torch.Tensor:
             raise ClaimCodeError(key, f"{key}: output {i} is a {type(t).__module__}.{type(t).__qualname__}, "

@@ -41,6 +41,7 @@ def serve(sock: socket.socket, role: str) -> None:
                 reply, out_fds = handler.handle(msg, fds)
         except ClaimCodeError as e:
             reply = m.Failed(key=e.key, message=e.message[:20_000], traceback=e.tb[-6000:], verdict=e.verdict)
+            print(f"{role} side: {e.message}\n{e.tb}", file=sys.stderr, flush=True)  # the claim's log
         except Exception as e:  # the harness's own side failed: an error, with its traceback
             import traceback
 
@@ -78,6 +79,8 @@ def _load(msg: m.Load, role: str) -> tuple[Any, m.Message]:
     threads = os.environ.get("CLAIMBENCH_THREADS", "")
     if threads.isdigit() and int(threads) > 0:
         torch.set_num_threads(int(threads))
+    if msg.dist is not None:
+        _join_group(msg.dist, msg.device)
     if role == "task":
         from .task import TaskSide
         handler: Any = TaskSide(resolve, msg)
@@ -89,6 +92,23 @@ def _load(msg: m.Load, role: str) -> tuple[Any, m.Message]:
     timer = getattr(handler, "timer", None)
     return handler, m.Loaded(sources=project_modules(root), flush_bytes=getattr(timer, "flush_bytes", None),
                              l2_reset=getattr(timer, "l2_reset", None))
+
+
+def _join_group(spec: m.DistSpec, device: str) -> None:
+    """This side's own process group: the kernel's ranks talk to each other, never to the baseline's."""
+    from datetime import timedelta
+
+    import torch
+    import torch.distributed as dist
+
+    kw = {}
+    if device == "cuda":
+        torch.cuda.set_device(spec.local_rank)
+        kw["device_id"] = torch.device("cuda", spec.local_rank)
+    store = dist.PrefixStore(spec.prefix, dist.TCPStore(spec.master_addr, spec.master_port, is_master=False,
+                                                        timeout=timedelta(seconds=spec.timeout_s)))
+    dist.init_process_group(spec.backend, store=store, rank=spec.rank, world_size=spec.world,
+                            timeout=timedelta(seconds=spec.timeout_s), **kw)
 
 
 def _versions() -> dict:
