@@ -142,6 +142,17 @@ class Claimed(_Model):
     value: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(description="The claimed value.")
     tolerance: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = Field(
         description="One-sided: a measurement of at least value x (1 - tolerance) reproduces it.")
+    max_ci_halfwidth: Optional[Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]] = Field(
+        None, description="Optional: the widest 95% CI, as half-width over value, that may still be verified "
+        "(default 0.02 on cuda, 0.05 on cpu). Tightening is always allowed; loosening needs `precision_reason`.")
+    precision_reason: Optional[Text] = Field(
+        None, description="Why a `max_ci_halfwidth` looser than the device's default is justified; `claimbench check` shows it.")
+
+    @model_validator(mode="after")
+    def _reason_needs_bound(self) -> "Claimed":
+        if self.precision_reason and self.max_ci_halfwidth is None:
+            raise ValueError("precision_reason explains a loosened max_ci_halfwidth; set max_ci_halfwidth or drop the reason")
+        return self
 
 
 class Claim(_Model):

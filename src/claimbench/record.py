@@ -20,6 +20,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import UserError
 from .jsonio import loads_json
+from .precision import evidence_fields
 from .verdict import Evidence, Samples
 
 SCHEMA_VERSION = 2
@@ -97,6 +98,7 @@ class Record(BaseModel):
             blockers=tuple(self.blockers), kernel=side(self.kernel), baseline=side(self.baseline),
             floor_us=self.floor_us, floor_term=self.floor_term, throttled_majority=self.throttled_majority,
             tensor_bytes=self.tensor_bytes,
+            **evidence_fields(self.protocol_version, self.protocol, self.hardware, self.claimed),
         )
 
     @property
