@@ -24,8 +24,11 @@ from .precision import evidence_fields
 from .verdict import Evidence, Samples
 
 SCHEMA_VERSION = 2
-PROTOCOL_VERSION = 3  # 2: per-sample perturbation, CPU calls timed alone from 50 us; 3: pinned host allocator
-MIN_PROTOCOL_VERSION = 3
+# 2: per-sample perturbation, CPU calls timed alone from 50 us; 3: pinned host allocator;
+# 4: the judge and the clock out of the kernel's process (orchestrator, task/kernel/baseline sides),
+#    CI precision and machine load part of `verified`, rounds until the CI is narrow enough
+PROTOCOL_VERSION = 4
+MIN_PROTOCOL_VERSION = 4
 
 
 class SideTiming(BaseModel):

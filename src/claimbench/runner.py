@@ -14,7 +14,8 @@ from typing import Callable, Optional
 from . import __version__, backends, expr
 from .hardware import Hardware, blockers, matches
 from .policy import check_file
-from .record import Record, sha256_file, utc_now, write_record
+from .precision import evidence_fields
+from .record import PROTOCOL_VERSION, Record, sha256_file, utc_now, write_record
 from .seeds import draw_seeds
 from .srcgraph import claim_sources
 from .status import Status
@@ -110,6 +111,7 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
     seeds = draw_seeds(claim.correctness.trials)
     say(f"{claim.id}: {'measuring on ' + hw.name if ok else 'correctness on CPU (' + why + ')'}")
     ceilings = _ceilings(claim, hw, opts, dtype, servers, say) if ok else None
+    stop = _precision_stop(claim, hw, device, dtype, ceilings) if ok else None
     sandbox = servers.sandbox(cuda=device == "cuda")
     run_id = new_run_id()
     log_path = opts.results / ".cache" / "logs" / f"{claim.id}-{run_id}.log"
@@ -128,7 +130,7 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
             nodes = Nodes(claim.hardware.nodes, opts.node_rank, opts.master_addr, opts.master_port)
             run = launch(job, claim.hardware.count, nodes, opts.sandbox, run_id, lambda msg: say(f"{claim.id}: {msg}"))
         else:
-            run = orchestrate(job, servers.get(sandbox), lambda msg: say(f"{claim.id}: {msg}")).to_dict()
+            run = orchestrate(job, servers.get(sandbox), lambda msg: say(f"{claim.id}: {msg}"), stop=stop).to_dict()
         runs.append(run)
         if run.get("outcome") or (run.get("correctness") or {}).get("passed") is not True:
             break
@@ -154,11 +156,26 @@ def new_run_id() -> str:
     return _time.strftime("%Y%m%dT%H%M%SZ", _time.gmtime()) + "-" + secrets.token_hex(3)
 
 
+def _precision_stop(claim, hw: Hardware, device: str, dtype: str, ceilings: Optional[dict]):
+    """The stopping rule: rounds go on until the claim's CI is narrow enough (or time runs out)."""
+    from .run.stopping import PrecisionStop
+    params = dict(claim.workload.params)
+    flops = expr.evaluate(claim.workload.flops, params) if claim.workload.flops else None
+    nbytes = expr.evaluate(claim.workload.bytes, params) if claim.workload.bytes else None
+    floor = None
+    if ceilings and claim.claimed.metric == "sol_fraction":
+        from .ceilings import Ceilings, floor_us
+        floor, _ = floor_us(flops, nbytes, Ceilings.from_dict(ceilings), dtype, cold=device == "cuda",
+                            working_set_bytes=float(nbytes or 0), cache_bytes=0.0)
+    return PrecisionStop(claim.claimed.metric, device, getattr(claim.claimed, "max_ci_halfwidth", None),
+                         flops, nbytes, floor)
+
+
 def _ceilings(claim, hw: Hardware, opts: RunOptions, dtype: str, servers, say) -> Optional[dict]:
     """Measured (or cached) ceilings, from a process that never imports claim code."""
-    from .ceilings import load_cached
+    from .ceilings import cache_dir, load_cached
     from .run.ceilings_process import run_ceilings
-    cache = opts.ceilings_cache or (opts.results / ".cache")
+    cache = cache_dir(opts.ceilings_cache)
     dtypes = sorted({dtype, "float32"})
     try:
         known = load_cached(cache, hw, tuple(dtypes))
@@ -166,7 +183,7 @@ def _ceilings(claim, hw: Hardware, opts: RunOptions, dtype: str, servers, say) -
             return known.to_dict()
         say(f"{claim.id}: measuring the machine's ceilings for {hw.name}")
         servers.wait_ready()  # its imports must not share the cores with the measurement
-        return run_ceilings(hw.to_dict(), dtypes, cache, env_extra={})
+        return run_ceilings(hw.to_dict(), dtypes, cache, env_extra={}, progress=lambda m: say(f"{claim.id}: ceilings: {m}"))
     except Exception as e:  # no ceilings, no floor and no sol_fraction: said in the record
         say(f"{claim.id}: {e}")
         return None
@@ -180,6 +197,16 @@ def _undo_file_changes(root: Path, watched: list[Path], before: dict, results: P
             touched += [os.path.relpath(p, root) for p in changed + planted + removed]
             filecensus.undo(w, changed, planted, removed, Path(results) / ".quarantine")
     return touched
+
+
+def _machine_load(results: list[dict], hw: Hardware, device: str) -> dict:
+    """Other processes' share of the machine while timed, over every process of the run (weighted
+    by their wall time), and the other processes seen on the claim's GPUs."""
+    loads = [r["load"] for r in results if r.get("load")]
+    wall = sum(x["wall_s"] for x in loads)
+    frac = sum(x["other_cpu_fraction"] * x["wall_s"] for x in loads) / wall if wall > 0 else None
+    gpus = max((len(g.other_processes) for g in hw.gpus), default=0) if device == "cuda" else None
+    return {"other_cpu_fraction": None if frac is None else round(frac, 4), "other_gpu_processes": gpus}
 
 
 def _host_allocator() -> dict:
@@ -247,6 +274,7 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
         floor, term = floor_us(flops, nbytes, Ceilings.from_dict(ceil), dtype, cold=timing.get("mode") == "cold",
                                working_set_bytes=float(tensor_bytes or 0), cache_bytes=float(cache or 0))
     throttled = any(bool((r.get("timing") or {}).get("throttled_majority")) for r in results)
+    load = _machine_load(results, hw, device)
     ev = Evidence(
         metric=claim.claimed.metric, claimed_value=claim.claimed.value, tolerance=claim.claimed.tolerance,
         flops=flops, bytes=nbytes, outcome=outcome, outcome_reason=outcome_reason, rejections=tuple(rejections),
@@ -254,7 +282,8 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
         hardware_match=ok, hardware_reason=why, blockers=_blockers(hw, ok, device, timing),
         kernel=Samples(k["samples_us"], k["rounds"], k["processes"]) if k["samples_us"] else None,
         baseline=Samples(b["samples_us"], b["rounds"], b["processes"]) if b["samples_us"] else None,
-        floor_us=floor, floor_term=term, throttled_majority=throttled, tensor_bytes=tensor_bytes)
+        floor_us=floor, floor_term=term, throttled_majority=throttled, tensor_bytes=tensor_bytes,
+        **evidence_fields(PROTOCOL_VERSION, {"device": device, "machine_load": load}, {}, claim.claimed.model_dump()))
     v = decide(ev)
     sources = {p for p in claim_sources(root, claim)}
     sources |= {(root / rel).resolve() for r in results for rel in (r.get("sources") or r.get("loaded_sources") or [])}
@@ -267,7 +296,7 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
                     dropped_throttled={s: ((last.get("timing") or {}).get(s) or {}).get("dropped_throttled", 0) for s in ("kernel", "baseline")},
                     autotune=last.get("autotune"), torch_threads=last.get("torch_threads"), topology=last.get("topology"),
                     host_allocator=last.get("host_allocator") or _host_allocator(),
-                    sandbox=last.get("sandbox"), bracket=last.get("bracket"), load=last.get("load"),
+                    sandbox=last.get("sandbox"), bracket=last.get("bracket"), machine_load=load,
                     census=last.get("census"), output_read=last.get("output_read"),
                     side_versions=last.get("versions"))
     seeds = last.get("seeds") or {}

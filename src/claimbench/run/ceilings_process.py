@@ -7,25 +7,28 @@ import json
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
+from typing import Callable
 
-_CODE = """
-import json, sys
-from pathlib import Path
-from claimbench.ceilings import load_or_measure
-from claimbench.hardware import Hardware
-job = json.loads(sys.stdin.read())
-c = load_or_measure(Path(job["cache"]), Hardware.from_dict(job["hardware"]), tuple(job["dtypes"]))
-print(json.dumps(c.to_dict()))
-"""
-
-
-def run_ceilings(hardware: dict, dtypes: list[str], cache: Path, *, env_extra: dict, timeout_s: float = 300.0) -> dict:
+def run_ceilings(hardware: dict, dtypes: list[str], cache: Path, *, env_extra: dict, timeout_s: float = 600.0,
+                 progress: Callable[[str], None] = lambda line: None) -> dict:
+    """`python -m claimbench.ceilings`, its progress lines passed on as they come."""
     env = {**os.environ, **env_extra}
-    proc = subprocess.run([sys.executable, "-c", _CODE], input=json.dumps(
-        {"hardware": hardware, "dtypes": dtypes, "cache": str(cache)}), capture_output=True, text=True,
-        timeout=timeout_s, env=env)
-    if proc.returncode != 0:
-        last = (proc.stderr.strip().splitlines() or ["no output"])[-1]
-        raise RuntimeError(f"measuring ceilings failed: {last}")
-    return json.loads(proc.stdout.strip().splitlines()[-1])
+    proc = subprocess.Popen([sys.executable, "-m", "claimbench.ceilings"], stdin=subprocess.PIPE,
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    proc.stdin.write(json.dumps({"hardware": hardware, "dtypes": dtypes, "cache": str(cache)}))
+    proc.stdin.close()
+    last = ""
+    deadline = time.monotonic() + timeout_s
+    for line in proc.stderr:
+        last = line.strip() or last
+        if last:
+            progress(last)
+        if time.monotonic() > deadline:
+            proc.kill()
+            break
+    out = proc.stdout.read()
+    if proc.wait() != 0:
+        raise RuntimeError(f"measuring ceilings failed: {last or 'no output'}")
+    return json.loads(out.strip().splitlines()[-1])

@@ -49,7 +49,7 @@ def refs_for(claim, role: str) -> dict[str, str]:
 
 
 def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None], *, coord=None,
-                group: Optional[dict] = None) -> ClaimRun:
+                group: Optional[dict] = None, stop: Optional[Callable] = None) -> ClaimRun:
     """One claim on this machine. With several ranks, ``coord`` is the orchestrators' own group and
     ``group`` says where each role's side processes meet (master address, port, store prefix)."""
     coord = coord if coord is not None else Solo()
@@ -67,7 +67,7 @@ def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None], *, coo
             rejections += rej
             passed = all(coord.gather(bool(corr["passed"]))) if coord.world > 1 else corr["passed"]
             if job.measured and passed and not rejections:
-                rejections += _timed(s, job, say, found, coord)
+                rejections += _timed(s, job, say, found, coord, stop)
     except ClaimEnded as e:
         found["alone"] = True  # no other rank knows: a multi-rank run must stop the whole group
         if e.verdict in ("error", "timeout"):
@@ -119,7 +119,7 @@ def _start(s: ClaimSession, job: Job, log_fd: int, say, found: dict, coord, grou
     found["sources"] = tuple(sorted(sources))
 
 
-def _timed(s: ClaimSession, job: Job, say, found: dict, coord) -> list[str]:
+def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str]:
     claim = job.claim
     params = dict(claim.workload.params)
     cfg = TimingConfig.for_device(job.device, **{k: v for k, v in job.timing.items() if v is not None and k != "flush_bytes"})
@@ -137,7 +137,7 @@ def _timed(s: ClaimSession, job: Job, say, found: dict, coord) -> list[str]:
     ours0, t0 = census.cpu_seconds(everyone), time.monotonic()
     say("timing: warm-up")
     pair = measure_pair("kernel", "baseline", timer, cfg, hooks=hooks,
-                        progress=lambda phase, detail: say(f"{phase}: {detail}"), clock=coord.clock)
+                        progress=lambda phase, detail: say(f"{phase}: {detail}"), clock=coord.clock, enough=stop)
     hooks.finish_round()
     wall = time.monotonic() - t0
     busy1, _ = census.machine_busy_s()
