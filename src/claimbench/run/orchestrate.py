@@ -132,6 +132,7 @@ def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str
     perturb = not (claim.kernel.prepare or claim.baseline.prepare)
     hooks = Rechecks(s, claim, params, job.seeds["timing"], timer, perturb=perturb,
                      calls_per_round=cfg.calls_per_round, device=job.device, coord=coord)
+    hooks.max_memory_bytes = job.max_memory_bytes
     everyone = [p for pids in s.members().values() for p in pids] + [s.server.host_pid, os.getpid()]
     busy0, ncpu = census.machine_busy_s()
     ours0, t0 = census.cpu_seconds(everyone), time.monotonic()
@@ -175,9 +176,17 @@ def _census_summary(shape: dict, s: ClaimSession) -> dict:
     return out
 
 
+IDLE_CPU_S = 0.05  # a stopped side uses none; a tick or two of accounting noise is allowed
+
+
 def _bracket_problems(timer: RemoteTimer, device: str) -> list[str]:
     b = timer.bracket
     out = list(b.violations[:1])
+    for side in ("kernel", "baseline"):
+        idle, busy = b.idle_cpu_s[side], b.busy_cpu_s[side]
+        if idle > IDLE_CPU_S + 0.02 * busy:
+            out.append(f"the {side} side used {idle * 1000:.0f} ms of CPU while it was stopped or idle "
+                       f"({busy * 1000:.0f} ms while timed)")
     for side in ("kernel", "baseline"):
         ours, own = b.brackets_us[side], b.side_us[side]
         if not ours:
