@@ -139,3 +139,13 @@ def test_a_killed_fork_server_is_replaced_for_the_next_claim(project, hw):
         out = run_one(project / "claims/valid/rowsum-cpu.yaml", project, hw, o, servers=servers)
         assert honest_timing(out), out.reason
         assert servers.get(servers.sandbox(cuda=False)) is not first
+
+
+def test_the_table_shows_a_value_without_a_confidence_interval():
+    """Issue 12: a claim ending with a value but no CI crashed the table at the end of `run`."""
+    from claimbench.commands.run import format_table
+    from claimbench.runner import Outcome
+
+    out = Outcome("c", Path("c.yaml"), Status.INCONCLUSIVE, "fewer than 3 timed rounds", value=1.5,
+                  metric="speedup", claimed_value=2.0, hardware="cpu")
+    assert "1.5 [no CI]" in format_table([out])
