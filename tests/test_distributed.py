@@ -55,7 +55,7 @@ def test_two_rank_gloo_claim_end_to_end(tmp_path):
 
 
 def test_a_wrong_answer_on_one_rank_is_incorrect():
-    res = run_distributed(_job(DIST, GLOO_CLAIM, impl="kernels/dist_sum.py:wrong_on_rank1", trials=1), 2, 120)
+    res = run_distributed(_job(DIST, GLOO_CLAIM, impl="kernels/dist_sum_kernel.py:wrong_on_rank1", trials=1), 2, 120)
     assert res.get("outcome") is None, res.get("outcome_reason")
     corr = res["correctness"]
     assert corr["passed"] is False
@@ -66,7 +66,7 @@ def test_a_wrong_answer_on_one_rank_is_incorrect():
 
 
 def test_a_failing_rank_gives_error_not_a_hang(tmp_path):
-    job = {**_job(DIST, GLOO_CLAIM, impl="kernels/dist_sum.py:raises_on_rank1"), "log_path": str(tmp_path / "claim.log")}
+    job = {**_job(DIST, GLOO_CLAIM, impl="kernels/dist_sum_kernel.py:raises_on_rank1"), "log_path": str(tmp_path / "claim.log")}
     res = run_distributed(job, 2, 120)
     assert res["outcome"] == "error"
     assert res["outcome_reason"].startswith("rank 1: RuntimeError: rank 1 refuses")
@@ -84,7 +84,7 @@ def test_a_hanging_rank_is_killed_and_every_rank_reaped(monkeypatch):
         return p
 
     monkeypatch.setattr(distributed.subprocess, "Popen", spy)
-    job = {**_job(DIST, GLOO_CLAIM, impl="kernels/dist_sum.py:hangs_on_rank1"), "pg_timeout_s": 600}
+    job = {**_job(DIST, GLOO_CLAIM, impl="kernels/dist_sum_kernel.py:hangs_on_rank1"), "pg_timeout_s": 600}
     res = run_distributed(job, 2, 5)
     assert res["outcome"] == "timeout"
     assert "killed and reaped" in res["outcome_reason"]

@@ -73,7 +73,7 @@ def test_hardware_only_skips_without_running(project, hw):
 def test_a_child_that_writes_into_results_is_an_error(project, hw):
     claim = (project / "claims/valid/softmax-cpu.yaml").read_text()
     claim = claim.replace("id: softmax-cpu", "id: writes-record").replace(
-        "kernels/softmax_cpu.py:online_softmax", "kernels/cheat/writes_record.py:kernel")
+        "kernels/softmax_cpu_kernel.py:online_softmax", "kernels/cheat/writes_record.py:kernel")
     path = project / "claims/writes-record.yaml"
     path.write_text(claim)
     out = run_one(path, project, hw, opts(project))
