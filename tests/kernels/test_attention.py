@@ -1,4 +1,4 @@
-"""kernels/attention.py: the fused attention kernel under the Triton interpreter, at each claim's
+"""kernels/attention/: the fused attention kernel under the Triton interpreter, at each claim's
 check shapes and tolerances, against float64 attention; the baselines too."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import pytest
 import torch
 from kernel_claims import check_sides, load_claim
 
-import kernels.attention as A
+import kernels.attention.kernel as A
+import kernels.attention.task as AT
 from claimbench.expr import evaluate
 
 IDS = ["attention-flash-vs-materialized", "attention-flash-causal-vs-materialized",
@@ -23,7 +24,7 @@ def test_kernel_and_baseline_match_the_reference(cid, params):
 
 
 def test_causal_masks_the_future_and_differs_from_full_attention():
-    q, k, v = A.make_inputs(seed=1, device="cpu", dtype="float32", batch=1, heads=2, seqlen=41, head_dim=32)
+    q, k, v = AT.make_inputs(seed=1, device="cpu", dtype="float32", batch=1, heads=2, seqlen=41, head_dim=32)
     causal = A.flash_attention_causal(q, k, v)
     # Row 0 attends only to key 0; changing later keys and values must not move early rows.
     torch.testing.assert_close(causal[:, :, 0], v[:, :, 0], rtol=1e-6, atol=1e-6)
@@ -36,8 +37,8 @@ def test_causal_masks_the_future_and_differs_from_full_attention():
 
 def test_seeds_differ_and_kernel_is_deterministic():
     p = dict(batch=1, heads=1, seqlen=19, head_dim=16)
-    a = A.make_inputs(seed=0, device="cpu", dtype="float32", **p)
-    b = A.make_inputs(seed=1, device="cpu", dtype="float32", **p)
+    a = AT.make_inputs(seed=0, device="cpu", dtype="float32", **p)
+    b = AT.make_inputs(seed=1, device="cpu", dtype="float32", **p)
     assert all(not torch.equal(x, y) for x, y in zip(a, b))
     assert torch.equal(A.flash_attention(*a), A.flash_attention(*a))
 

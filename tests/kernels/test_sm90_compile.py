@@ -39,13 +39,17 @@ def _gemm_args(elem="*bf16", out="*bf16", b_k_major=False):
 
 def _cases() -> dict:
     """name: (kernel, argument types, constexprs and launch options, what to expect)."""
-    from kernels import batch_invariant as BI
-    from kernels import matmul_fp8 as F8
-    from kernels import matmul_grouped as G
-    from kernels import matmul_persistent as P
-    from kernels import roofline as R
-    from kernels import softmax as S
-    from kernels import streamk as SK
+    from kernels.batch_invariant import matmul as BI
+    from kernels.batch_invariant import rmsnorm as BR
+    from kernels.fp8_matmul import kernel as F8
+    from kernels.matmul import kernel as G
+    from kernels.matmul import persistent as P
+    from kernels.matmul import tiles as GT
+    from kernels.roofline import kernel as R
+    from kernels.softmax import kernel as S
+    from kernels.softmax import task as ST
+    from kernels.streamk import kernel as SK
+    from kernels.streamk import task as SKT
 
     row = dict(x_ptr="*bf16", y_ptr="*bf16", cols="i32:16", stride_x="i32:16", stride_y="i32:16")
     sk = dict(_gemm_args(), part_ptr="*fp32", own_ptr="*fp32", flag_ptr="*i32",
@@ -56,23 +60,23 @@ def _cases() -> dict:
     fp8 = dict(_gemm_args("*fp8e4nv", "*bf16", b_k_major=True), scale_a_ptr="*fp32", scale_b_ptr="*fp32")
     norm = dict(x_ptr="*bf16", w_ptr="*bf16", y_ptr="*bf16", hidden="i32:16", stride_x="i32:16",
                 stride_y="i32:16", eps="fp32")
-    tile = dict(BLOCK_M=SK.CONFIG["BLOCK_M"], BLOCK_N=SK.CONFIG["BLOCK_N"], num_warps=8)
+    tile = dict(BLOCK_M=SKT.CONFIG["BLOCK_M"], BLOCK_N=SKT.CONFIG["BLOCK_N"], num_warps=8)
     return {
-        "grouped-large": (G.grouped_kernel, _gemm_args(), dict(G.CONFIG_LARGE, IEEE=False), "wgmma"),
+        "grouped-large": (G.grouped_kernel, _gemm_args(), dict(GT.CONFIG_LARGE, IEEE=False), "wgmma"),
         "grouped-skinny": (G.grouped_kernel, _gemm_args(),
-                           dict(G.CONFIG_SKINNY, BLOCK_M=32, IEEE=False), "pipelined"),
+                           dict(GT.CONFIG_SKINNY, BLOCK_M=32, IEEE=False), "pipelined"),
         "persistent": (P._persistent_kernel, dict(_gemm_args(), num_programs="i32"),
-                       dict(G.CONFIG_LARGE, IEEE=False), "wgmma"),
-        "streamk-spin": (SK._streamk_kernel, sk, dict(SK.CONFIG, SPIN=True, IEEE=False), "one-per-sm"),
-        "streamk-portable": (SK._streamk_kernel, sk, dict(SK.CONFIG, SPIN=False, IEEE=False), "one-per-sm"),
+                       dict(GT.CONFIG_LARGE, IEEE=False), "wgmma"),
+        "streamk-spin": (SK._streamk_kernel, sk, dict(SKT.CONFIG, SPIN=True, IEEE=False), "one-per-sm"),
+        "streamk-portable": (SK._streamk_kernel, sk, dict(SKT.CONFIG, SPIN=False, IEEE=False), "one-per-sm"),
         "streamk-fixup": (SK._fixup_kernel, fixup, tile, ""),
-        "data-parallel": (SK._data_parallel_kernel, _gemm_args(), dict(SK.CONFIG, IEEE=False), "one-per-sm"),
+        "data-parallel": (SKT._data_parallel_kernel, _gemm_args(), dict(SKT.CONFIG, IEEE=False), "one-per-sm"),
         "batch-invariant-matmul": (G.grouped_kernel, _gemm_args(), dict(BI.MATMUL_CONFIG, IEEE=False),
                                    "wgmma"),
         "fp8": (F8._fp8_kernel, fp8, dict(F8.CONFIG, IEEE=False), "fp8"),
-        "softmax-online": (S._online_kernel, row, dict(S.CONFIG), ""),
-        "softmax-three-pass": (S._three_pass_kernel, row, dict(S.CONFIG), ""),
-        "rmsnorm": (BI._rmsnorm_kernel, norm, dict(BLOCK=BI.RMSNORM_MAX_BLOCK, num_warps=BI.RMSNORM_WARPS), ""),
+        "softmax-online": (S._online_kernel, row, dict(ST.CONFIG), ""),
+        "softmax-three-pass": (ST._three_pass_kernel, row, dict(ST.CONFIG), ""),
+        "rmsnorm": (BR._rmsnorm_kernel, norm, dict(BLOCK=BR.RMSNORM_MAX_BLOCK, num_warps=BR.RMSNORM_WARPS), ""),
         "copy": (R._copy_kernel, dict(src_ptr="*bf16", dst_ptr="*bf16", n="i32:16"), dict(R.COPY_CONFIG), ""),
     }
 
