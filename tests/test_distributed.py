@@ -98,7 +98,7 @@ def test_a_hanging_rank_is_killed_and_every_rank_reaped(monkeypatch):
 def test_the_nccl_claim_checks_correctness_on_gloo(root):
     """The shipped 2-GPU claim's CPU fallback: its kernel and reference run on 2 gloo ranks (small shapes)."""
     shapes = [{"numel": 10007, "world": 2}, {"numel": 1, "world": 2}, {"numel": 4097, "world": 2}]
-    res = run_distributed(_job(root, root / "claims" / "nccl-allreduce-busbw.yaml", mode="correctness-only", trials=1,
+    res = run_distributed(_job(root, root / "claims" / "nccl-allreduce-vs-reduce-broadcast.yaml", mode="correctness-only", trials=1,
                                check_params=shapes), 2, 120)
     assert res.get("outcome") is None, res.get("outcome_reason")
     assert res["correctness"]["passed"] is True, res["correctness"]["reason"]

@@ -2,8 +2,10 @@
 
 Forward attention softmax(Q K^T / sqrt(d)) V over (batch, heads, seqlen, head_dim) tensors,
 non-causal and causal. Baselines: eager PyTorch with the score matrix in memory (the naive
-version the FlashAttention papers start from), and ``scaled_dot_product_attention`` pinned to one
-backend. The fused Triton kernel is in ``kernel.py``.
+version the FlashAttention papers start from, named as such in the claims' titles), and what a
+practitioner calls: ``scaled_dot_product_attention`` pinned to its FlashAttention-2 backend or
+to its cuDNN backend. The fused Triton kernel and the derivation of every claimed value are in
+``kernel.py``.
 """
 
 from __future__ import annotations
@@ -59,9 +61,13 @@ def materialized_attention_causal(q, k, v):
     return _materialized(q, k, v, causal=True)
 
 
-def _sdpa(q, k, v, causal: bool):
+def _sdpa(q, k, v, causal: bool, backend: str = "FLASH_ATTENTION"):
+    """SDPA pinned to one backend on CUDA. cuDNN has no CPU kernel, so on CPU (the correctness
+    check only, never timed) the cuDNN baselines run SDPA's CPU flash kernel instead."""
     from torch.nn.attention import SDPBackend, sdpa_kernel
-    with sdpa_kernel(SDPBackend.FLASH_ATTENTION):
+    if not q.is_cuda:
+        backend = "FLASH_ATTENTION"
+    with sdpa_kernel(getattr(SDPBackend, backend)):
         return torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=causal)
 
 
@@ -73,3 +79,13 @@ def sdpa_flash(q, k, v):
 def sdpa_flash_causal(q, k, v):
     """Baseline: causal scaled_dot_product_attention pinned to its flash backend."""
     return _sdpa(q, k, v, causal=True)
+
+
+def sdpa_cudnn(q, k, v):
+    """Baseline: scaled_dot_product_attention pinned to its cuDNN backend (Hopper's fastest)."""
+    return _sdpa(q, k, v, causal=False, backend="CUDNN_ATTENTION")
+
+
+def sdpa_cudnn_causal(q, k, v):
+    """Baseline: causal scaled_dot_product_attention pinned to its cuDNN backend."""
+    return _sdpa(q, k, v, causal=True, backend="CUDNN_ATTENTION")

@@ -11,7 +11,7 @@ import triton
 import triton.language as tl
 
 from kernels.batch_invariant.task import EPS
-from kernels.matmul.tiles import interpreted
+from kernels.launch import gpu_tiles
 
 RMSNORM_MAX_BLOCK, RMSNORM_WARPS = 8192, 16
 
@@ -40,7 +40,7 @@ def rmsnorm_batch_invariant(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
         raise ValueError("expects x (rows, hidden) with contiguous rows and w (hidden,)")
     rows, hidden = x.shape
     y = torch.empty_like(x)
-    if interpreted(x):
+    if not gpu_tiles(x):
         cfg = dict(BLOCK=32, num_warps=1)
     else:
         cfg = dict(BLOCK=min(RMSNORM_MAX_BLOCK, triton.next_power_of_2(hidden)), num_warps=RMSNORM_WARPS)

@@ -17,6 +17,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.launch import gpu_tiles
+
 _LOG2E = 1.4426950408889634
 # Fixed launch configs, no autotune: Hopper (no register spills on sm_90), and the interpreter.
 GPU_CONFIG = dict(BLOCK_N=64, num_warps=4, num_stages=3)
@@ -96,7 +98,7 @@ def decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
     out = torch.empty_like(q)
     block_g = 1 if group == 1 else max(16, triton.next_power_of_2(group))
     block_d = max(16, triton.next_power_of_2(head_dim))
-    cfg = GPU_CONFIG if q.is_cuda else CPU_CONFIG
+    cfg = GPU_CONFIG if gpu_tiles(q) else CPU_CONFIG
     _decode_kernel[(batch, kv_heads)](
         q, k, v, out, q.stride(0), q.stride(1), k.stride(0), k.stride(1), k.stride(2),
         v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1),

@@ -10,12 +10,13 @@ about. This module is a helper of both sides: it holds no claim's kernel entry p
 
 from __future__ import annotations
 
-import os
 from functools import lru_cache
 
 import torch
 import triton
 import triton.language as tl
+
+from kernels.launch import gpu_tiles
 
 
 @triton.jit
@@ -72,12 +73,7 @@ def store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n,
 # Tile configs. No autotuning: a run is reproducible and the derivations name the tiles.
 CONFIG_LARGE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
 CONFIG_SKINNY = dict(BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4)  # BLOCK_M from M
-CONFIG_INTERPRETER = dict(BLOCK_M=16, BLOCK_N=16, BLOCK_K=16, GROUP_M=2, num_warps=1, num_stages=1)
-
-
-def interpreted(t: torch.Tensor) -> bool:
-    """True when Triton runs in its CPU interpreter (CI), where small tiles keep tests fast."""
-    return os.environ.get("TRITON_INTERPRET") == "1" or not t.is_cuda
+CONFIG_INTERPRETER = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, num_warps=1, num_stages=1)
 
 
 def gemm_config(a: torch.Tensor, M: int) -> dict:
@@ -86,7 +82,7 @@ def gemm_config(a: torch.Tensor, M: int) -> dict:
     Large: 128x256x64, 8 warps, 3 stages, GROUP_M 8 (the first config of the tutorial's list).
     Skinny (M <= 64): BLOCK_M from M, 64x128 for N and K, 4 stages; the grid needs many tiles.
     """
-    if interpreted(a):
+    if not gpu_tiles(a):
         return dict(CONFIG_INTERPRETER)
     if M <= 64:
         return dict(CONFIG_SKINNY, BLOCK_M=16 if M <= 16 else (32 if M <= 32 else 64))

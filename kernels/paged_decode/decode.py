@@ -16,6 +16,8 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.launch import gpu_tiles
+
 PAGE_SIZE = 16
 _LOG2E = 1.4426950408889634
 # Fixed launch configs, no autotune. 8 warps on Hopper: at 4 the paged gather spills registers on
@@ -80,7 +82,7 @@ def launch(q, k, v, block_table, seq_lens, seqlen: int, paged: bool) -> torch.Te
     if group * kv_heads != q_heads:
         raise ValueError("q_heads must be a multiple of kv_heads")
     out = torch.empty_like(q)
-    cfg = GPU_CONFIG if q.is_cuda else CPU_CONFIG
+    cfg = GPU_CONFIG if gpu_tiles(q) else CPU_CONFIG
     _decode_kernel[(batch, kv_heads)](
         q, k, v, out, block_table, seq_lens, q.stride(0), q.stride(1), k.stride(0), k.stride(1),
         k.stride(2), v.stride(0), v.stride(1), v.stride(2), out.stride(0), out.stride(1),

@@ -10,7 +10,7 @@ the block table, and per-sequence lengths. The baseline is the same kernel readi
 contiguous (batch, kv_heads, seqlen, head_dim) cache directly; both use grouped-query tiles.
 
 Why the cost should be small (implementer-report). Paging buys memory utilisation (the paper's
-20.4-38.2% KV use in earlier systems, §3), not speed; the claim is that indirection costs little.
+20.4-38.2% KV use in earlier systems, section 1, Figure 2), not speed; the claim is that indirection costs little.
 At B=64, 32 query heads, 8 KV heads, S=4096, D=128, bf16, both sides must stream the
 1.07 GB of K and V. The paged side also reads the block table, 64 * 256 * 4 B = 64 KB (0.006%),
 and each page of one head is a contiguous 16 * 128 * 2 B = 4 KB run, far above the 32-128 B

@@ -25,7 +25,7 @@ Workload: 1024 rows of 262144 bf16 (a 256K vocabulary), 512 MB in and 512 MB out
   torch moves 3 reads + 1 write per element, as does our three-pass kernel.
 * Online: 2 reads + 1 write. Both comparisons are bandwidth bound at a byte ratio of 4/3. The
   exp work, 2 per element on every side, needs about 1.4 T/s at 4.3 TB/s, under the H100's
-  3.9 T/s for special functions (FA3 section 3.1, SOURCES.md).
+  3.9 T/s for special functions (FlashAttention-3, section 3.1; docs/sources.md).
 * Claimed: 1.33 against each baseline, tolerance 0.15, which leaves room for partial L2 hits and
   for unequal bandwidth efficiency of the two codes.
 

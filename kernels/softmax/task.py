@@ -8,11 +8,11 @@ and exp count as the online kernel in ``kernel.py``, so the two differ only in t
 
 from __future__ import annotations
 
-import os
-
 import torch
 import triton
 import triton.language as tl
+
+from kernels.launch import gpu_tiles
 CONFIG = dict(BLOCK=4096, num_warps=8)  # 16 elements per thread: 8 KB of bf16 in flight per program
 CONFIG_INTERPRETER = dict(BLOCK=64, num_warps=1)
 
@@ -43,8 +43,7 @@ def launch_rows(kernel, x: torch.Tensor) -> torch.Tensor:
         raise ValueError("expects a 2-D tensor with contiguous rows")
     rows, cols = x.shape
     y = torch.empty_like(x)
-    interpreted = os.environ.get("TRITON_INTERPRET") == "1" or not x.is_cuda
-    cfg = CONFIG_INTERPRETER if interpreted else CONFIG
+    cfg = CONFIG if gpu_tiles(x) else CONFIG_INTERPRETER
     kernel[(rows,)](x, y, cols, x.stride(0), y.stride(0), **cfg)
     return y
 

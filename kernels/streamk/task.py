@@ -13,7 +13,8 @@ import torch
 import triton
 import triton.language as tl
 
-from kernels.matmul.tiles import check_operands, interpreted, store_tile, tile_mac
+from kernels.launch import gpu_tiles
+from kernels.matmul.tiles import check_operands, store_tile, tile_mac
 
 # The same tile for both sides; 128 KB of shared memory pins one program per SM.
 CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, num_warps=8, num_stages=4)
@@ -21,7 +22,7 @@ CONFIG_INTERPRETER = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, num_warps=1, num_s
 
 
 def tile_config(a: torch.Tensor) -> dict:
-    return dict(CONFIG_INTERPRETER if interpreted(a) else CONFIG)
+    return dict(CONFIG if gpu_tiles(a) else CONFIG_INTERPRETER)
 
 
 @triton.jit

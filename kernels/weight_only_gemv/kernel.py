@@ -17,7 +17,10 @@ Why it wins, and the claimed value (implementer-report). rows = cols = 16384:
 - int4 W is 134 MB plus 64 KB of scales: 31 us at the copy rate, if memory-bound.
 - But unpacking costs 3 integer ops (shift, mask, or) and 2 float ops (sub, fma) per weight:
   268M weights x 3 / (132 SMs x 64 int32 lanes x 1.98 GHz) = 48 us on the integer pipe, above
-  the 31 us of memory time, so the kernel is bound by integer issue near 48 us.
+  the 31 us of memory time, so the kernel is bound by integer issue near 48 us. (The 64 integer
+  results per SM per clock, half the FP32 rate, and the 1.98 GHz clock are architecture figures
+  we have not confirmed for the H200; they only bound the kernel's time from below, and the
+  claimed 2.0 leaves room for an integer rate a third lower.)
 Expected speedup 134 / 48 = 2.8 (4x if it were memory-bound); claimed 2.0 (tolerance 0.1) for
 the strided x-loads and the tile config we could not tune without a GPU. AWQ reports more than
 3x end to end over FP16 with 4-bit weights (abstract), consistent with this.
@@ -26,8 +29,12 @@ The instruction count is read off the sm_90 SASS of this kernel (compiled here, 
 weight SHF + SGXT + LOP3 on the integer pipe, then FADD + FFMA; ptxas did not fuse the mask and
 the OR. tests/kernels/test_triton_sm90.py checks it compiles at GPU_CONFIG without spills.
 
+Layout: the inputs, the per-row quantization, the reference and the bf16 baseline are in
+``task.py``.
+
 What only the GPU check covers. The CPU test runs the same unpacking, masking and accumulation
-under TRITON_INTERPRET=1 with float32 activations; the bf16 path and the speedup need a GPU.
+under TRITON_INTERPRET=1 with float32 activations, at small tiles and at the GPU's 16 x 128-word
+tiles (tests/kernels/test_gpu_tiles.py); the bf16 path and the speedup need a GPU.
 """
 
 from __future__ import annotations
@@ -36,6 +43,7 @@ import torch
 import triton
 import triton.language as tl
 
+from kernels.launch import gpu_tiles
 from kernels.weight_only_gemv.task import quantize_rows
 
 # Fixed launch configs, no autotune: Hopper (80 registers, no spills on sm_90), and the interpreter.
@@ -84,7 +92,7 @@ def int4_gemv(x, packed, scale):
     rows, words = packed.shape
     cols = x.shape[-1]
     y = torch.empty((1, rows), dtype=x.dtype, device=x.device)
-    cfg = GPU_CONFIG if x.is_cuda else CPU_CONFIG
+    cfg = GPU_CONFIG if gpu_tiles(x) else CPU_CONFIG
     grid = (triton.cdiv(rows, cfg["BLOCK_N"]),)
     _gemv_int4_kernel[grid](x, packed, scale, y, rows, cols, words, packed.stride(0), **cfg)
     return y

@@ -7,14 +7,25 @@ import pytest
 import torch
 from kernel_claims import assert_matches, assert_seeds_differ, check_claim, load_claim
 
+from kernels.fp8_matmul import cublas as C
 from kernels.fp8_matmul import kernel as F
 from kernels.fp8_matmul import task as FT
 
-CLAIM = "matmul-fp8-vs-bf16-cublas"
+CLAIM = "matmul-fp8-triton-vs-scaled-mm"
 
 
-def test_kernel_and_baseline_match_the_reference():
-    check_claim(CLAIM)
+@pytest.mark.parametrize("claim_id", [CLAIM, "matmul-fp8-vs-bf16-cublas"])
+def test_kernel_and_baseline_match_the_reference(claim_id):
+    check_claim(claim_id)
+
+
+def test_scaled_mm_computes_the_same_function_in_bf16():
+    """The cuBLAS side on true E4M3 tensors (PyTorch's CPU kernel here): bf16 out, within the
+    claim's bounds of the float64 product of the dequantized operands."""
+    a, b = FT.make_inputs(seed=5, device="cpu", dtype="float8_e4m3fn", M=37, N=70, K=53)
+    out = C.scaled_mm(*C.quantize_for_scaled_mm(a, b))
+    assert out.dtype == torch.bfloat16 and out.shape == (37, 70)
+    assert_matches(out, FT.reference_fp64(a, b), load_claim(CLAIM)["correctness"], "scaled_mm bf16")
 
 
 def test_seeds_give_different_inputs():
