@@ -70,3 +70,20 @@ def test_check_reports_the_claim_line_of_the_key():
     assert p.key == "baseline.impl" and p.path == "claims/invalid/baseline-in-kernel-module.yaml"
     assert path.read_text().splitlines()[p.line - 1].startswith("baseline:")
     assert "kernels/<mechanism>/task.py" in p.message and "never the reverse" in p.message
+
+
+@pytest.mark.parametrize("claim_id,cu", [("reduction-sum-cupy", "kernels/reduction/reduction.cu"),
+                                         ("scan-lookback-cupy", "kernels/scan/scan.cu"),
+                                         ("transpose-tiled-padded-cupy", "kernels/transpose/transpose.cu")])
+def test_shipped_cuda_sources_are_part_of_their_claims(claim_id, cu):
+    """Records hash every file a claim depends on: the .cu beside a kernel module is one of them."""
+    root = FIXTURES.parents[1]
+    claim = Claim.model_validate(load_document(root / "claims" / f"{claim_id}.yaml").data)
+    assert (root / cu).resolve() in claim_sources(root, claim)
+
+
+def test_every_shipped_claim_keeps_its_task_side_clear_of_its_kernel():
+    root = FIXTURES.parents[1]
+    for path in sorted((root / "claims").glob("*.yaml")):
+        claim = Claim.model_validate(load_document(path).data)
+        assert _rule(claim, root) == [], path.name
