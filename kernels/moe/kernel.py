@@ -1,8 +1,9 @@
 """Fused MoE expert GEMM in Triton: (token, slot) pairs sorted by expert, one grouped launch.
 
-List entry: *DeepSeek-V3*. DeepSeek's MoE layers route every token to 8 of 256 fine-grained
-experts (DeepSeek-V2-Lite: 6 of 64, the shape used here), so each expert sees only a few hundred
-tokens of a prefill chunk. Run as a loop over experts, that is 64 small GEMMs, each with a
+List entry: *DeepSeek-V3*. DeepSeek's MoE layers (DeepSeekMoE, used by V2 and V3) split the
+feed-forward into many fine-grained routed experts, of which each token activates a few; in
+DeepSeek-V2-Lite, the shape used here, 6 of 64 (docs/sources.md). So each expert sees only a few
+hundred tokens of a prefill chunk. Run as a loop over experts, that is 64 small GEMMs, each with a
 gather, a scatter and a host synchronization to learn how many tokens the expert got
 (``task.expert_loop``). The fused form, the one serving engines use (vLLM's fused_moe, the
 grouped GEMMs DeepEP feeds): sort the (token, slot) pairs by expert, pad each expert's run to a
