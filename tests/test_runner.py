@@ -74,7 +74,7 @@ def test_hardware_only_skips_without_running(project, hw):
 def _writes_record_claim(project, claim_id):
     claim = (project / "claims/valid/softmax-cpu.yaml").read_text()
     claim = claim.replace("id: softmax-cpu", f"id: {claim_id}").replace(
-        "kernels/softmax_cpu.py:online_softmax", "kernels/cheat/writes_record.py:kernel")
+        "kernels/softmax_cpu_kernel.py:online_softmax", "kernels/cheat/writes_record.py:kernel")
     path = project / f"claims/{claim_id}.yaml"
     path.write_text(claim)
     return path
