@@ -27,6 +27,7 @@ class ScriptedChannel:
 class ScriptedSide:
     def __init__(self, script):
         self.pid, self.extra, self.channel = os.getpid(), [], ScriptedChannel(script)
+        self.cpu_at_freeze, self.idle_cpu_s = None, 0.0
 
     def thaw(self):
         pass

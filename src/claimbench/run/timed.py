@@ -38,7 +38,7 @@ class Bracket:
 
     null_us: dict = field(default_factory=dict)        # median bracket of a null call, per side
     busy_cpu_s: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})  # /proc, inside brackets
-    idle_cpu_s: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})  # /proc, between them
+    idle_cpu_s: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})  # /proc, while stopped
     brackets_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
     side_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
     event_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
@@ -76,7 +76,6 @@ class RemoteTimer:
         self.bracket = Bracket()
         self.hooks: Optional["Rechecks"] = None
         self.unreleased: set[str] = set()
-        self.cpu_after: dict[str, float] = {}  # each side's CPU seconds when its last timed exchange ended
 
     def _exchange(self, side: str, msg: m.Call) -> tuple[m.Called, float]:
         if side in self.unreleased:
@@ -84,10 +83,8 @@ class RemoteTimer:
             self.unreleased.discard(side)
         proc = self.s.sides[side]
         members = [proc.pid, *proc.extra]
-        cpu0 = census.cpu_seconds(members)
-        if side in self.cpu_after:  # stopped or blocked since: it should have used nothing
-            self.bracket.idle_cpu_s[side] += max(0.0, cpu0 - self.cpu_after[side])
         proc.thaw()
+        cpu0 = census.cpu_seconds(members)
         _wait_running(proc.pid)
         left = self.s.left()
         t0 = _NOW()
@@ -97,9 +94,8 @@ class RemoteTimer:
         finally:
             t1 = _NOW()
             proc.freeze()
-        proc.wait_stopped()
-        self.cpu_after[side] = census.cpu_seconds(members)
-        self.bracket.busy_cpu_s[side] += max(0.0, self.cpu_after[side] - cpu0)
+        self.bracket.busy_cpu_s[side] += max(0.0, (proc.cpu_at_freeze or cpu0) - cpu0)
+        self.bracket.idle_cpu_s[side] = proc.idle_cpu_s
         if isinstance(reply, m.Failed):
             raise ClaimEnded(reply.verdict, reply.message)
         if not isinstance(reply, m.Called):
