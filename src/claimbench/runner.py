@@ -122,6 +122,8 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
               max_memory_bytes=opts.max_memory_bytes or default_max_memory())
     watched = [root] + ([opts.results] if not Path(opts.results).resolve().is_relative_to(root.resolve()) else [])
     before = {str(w): filecensus.snapshot(w) for w in watched}
+    for w in watched:
+        servers.backup(w).refresh(before[str(w)])
     runs = []
     for i in range(max(1, opts.repeat) if ok else 1):
         say(f"{claim.id}: starting its processes" + (f" (repeat {i + 1}/{opts.repeat})" if opts.repeat > 1 else ""))
@@ -134,11 +136,11 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
         runs.append(run)
         if run.get("outcome") or (run.get("correctness") or {}).get("passed") is not True:
             break
-    touched = _undo_file_changes(root, watched, before, opts.results)
+    touched = _undo_file_changes(root, watched, before, opts.results, servers)
     if touched:
         runs.append({"outcome": "error", "outcome_reason": "the claim's processes changed files they must not touch: "
                      + ", ".join(touched[:5]) + ("" if len(touched) <= 5 else f" and {len(touched) - 5} more")
-                     + " (restored from git or moved to results/.quarantine)"})
+                     + " (put back from git or the run's own copy, or moved to results/.quarantine)"})
     for res in runs:
         res["ceilings"] = ceilings
         res["sandbox"] = sandbox.kind if sandbox.kind == "bwrap" else f"none: {sandbox.why}"
@@ -189,13 +191,13 @@ def _ceilings(claim, hw: Hardware, opts: RunOptions, dtype: str, servers, say) -
         return None
 
 
-def _undo_file_changes(root: Path, watched: list[Path], before: dict, results: Path) -> list[str]:
+def _undo_file_changes(root: Path, watched: list[Path], before: dict, results: Path, servers) -> list[str]:
     touched: list[str] = []
     for w in watched:
         changed, planted, removed = filecensus.changes(before[str(w)], filecensus.snapshot(w))
         if changed or planted or removed:
             touched += [os.path.relpath(p, root) for p in changed + planted + removed]
-            filecensus.undo(w, changed, planted, removed, Path(results) / ".quarantine")
+            filecensus.undo(w, changed, planted, removed, Path(results) / ".quarantine", servers.backup(w))
     return touched
 
 

@@ -3,8 +3,9 @@
 Without bubblewrap the claim's code runs with the user's rights and can write anywhere the user
 can. The run cannot prevent that, but it can notice and undo it: before the claim, the inode, size
 and times (ctime cannot be set back with `os.utime`) of every file under the project are noted;
-after the claim's processes are gone, a changed tracked file is restored from git, a planted file
-is moved to results/.quarantine, and the claim ends as `error` naming them.
+after the claim's processes are gone, a changed file is put back (from git when it is tracked,
+from a copy the run took when it is not: the records of local runs are evidence `ingest` trusts),
+a planted file is moved to results/.quarantine, and the claim ends as `error` naming them.
 """
 
 from __future__ import annotations
@@ -57,15 +58,71 @@ def _is_dir(st: tuple) -> bool:
     return stat.S_ISDIR(st[4])
 
 
-def undo(root: Path, changed: list[str], planted: list[str], removed: list[str], quarantine: Path) -> list[str]:
-    """Restore what git knows, quarantine what was planted; returns what could not be undone."""
+BACKUP_MAX_BYTES = 256 << 20
+
+
+class Backup:
+    """Copies of the files git does not track, taken once and kept up to date, so a claim that
+    rewrites one can be undone; past BACKUP_MAX_BYTES a changed file is quarantined instead."""
+
+    def __init__(self, root: Path) -> None:
+        import tempfile
+
+        self.root = root
+        self.dir = Path(tempfile.mkdtemp(prefix="claimbench-backup-"))
+        self.kept: dict[str, tuple] = {}
+        self.where: dict[str, Path] = {}
+        self.bytes = 0
+
+    def refresh(self, snap: dict[str, tuple]) -> None:
+        """Copy what is new or changed since the last refresh (the runner's own new records)."""
+        import stat
+
+        tracked = _tracked(self.root)
+        for path, st in snap.items():
+            if not stat.S_ISREG(st[4]) or self.kept.get(path) == st:
+                continue
+            if os.path.relpath(path, self.root) in tracked or self.bytes + st[1] > BACKUP_MAX_BYTES:
+                continue
+            dest = self.dir / str(len(self.kept))
+            try:
+                shutil.copyfile(path, dest)
+            except OSError:
+                continue
+            self.kept[path] = st
+            self.where[path] = dest
+            self.bytes += st[1]
+
+    def restore(self, path: str) -> bool:
+        src = self.where.get(path)
+        if src is None:
+            return False
+        try:
+            tmp = path + ".claimbench-restore"
+            shutil.copyfile(src, tmp)
+            os.replace(tmp, path)
+            return True
+        except OSError:
+            return False
+
+    def close(self) -> None:
+        shutil.rmtree(self.dir, ignore_errors=True)
+
+
+def undo(root: Path, changed: list[str], planted: list[str], removed: list[str], quarantine: Path,
+         backup: "Backup | None" = None) -> list[str]:
+    """Restore what git or the backup knows, quarantine the rest; returns what could not be undone."""
     left = []
     tracked = _tracked(root)
     for p in changed + removed:
         rel = os.path.relpath(p, root)
         if rel in tracked and _restore(root, rel):
             continue
+        if backup is not None and backup.restore(p):
+            continue
         left.append(rel)
+        if os.path.exists(p):  # a rewritten copy must not stay where ingest or publish would read it
+            planted.append(p)
     stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     for p in sorted(planted, key=len, reverse=True):
         rel = os.path.relpath(p, root)

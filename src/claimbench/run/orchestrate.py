@@ -82,8 +82,12 @@ def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None], *, coo
         found.update(outcome="error", outcome_reason=_died(s, str(e), job.log_path), alone=True)
     finally:
         os.close(log_fd)
+        strays = _detached(s)
         server.kill_all()
         s.close()
+    if strays:
+        rejections.append(f"the claim's processes left {len(strays)} process(es) running outside their sessions "
+                          f"(pids {', '.join(map(str, strays[:5]))}); a kernel must not leave work behind (they were killed)")
     found.pop("_flush", None)
     return ClaimRun(rejections=tuple(rejections), **found)
 
@@ -166,6 +170,25 @@ def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str
             problems.append(checked.why)
         s.release("kernel")
     return problems
+
+
+def _detached(s: ClaimSession) -> list[int]:
+    """Processes under the fork server that belong to no side: they called setsid, or their
+    parent died and they were reparented to the server (a child subreaper)."""
+    try:
+        server = s.server.host_pid
+    except ChannelClosed:
+        return []
+    table = census.all_stats()
+    sides = {side.pid for side in s.sides.values()}
+    out = []
+    for pid in census.tree([server], table):
+        st = table.get(pid)
+        if pid == server or pid in sides or st is None or st.state in ("Z", "X"):
+            continue
+        if st.sid not in sides or st.ppid == server:
+            out.append(pid)
+    return sorted(out)
 
 
 def _output_bytes(s: ClaimSession) -> int:

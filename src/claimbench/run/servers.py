@@ -9,6 +9,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from .filecensus import Backup
 from .processes import ForkServer
 from .sandbox import Sandbox, choose
 
@@ -32,6 +33,7 @@ class Servers:
     def __init__(self, root: Path, opts) -> None:
         self.root, self.opts = root, opts
         self.running: dict[tuple, ForkServer] = {}
+        self.backups: dict[str, Backup] = {}
         self.log_dir = Path(opts.results) / ".cache" / "logs"
 
     def __enter__(self) -> "Servers":
@@ -41,6 +43,16 @@ class Servers:
         for server in self.running.values():
             server.close()
         self.running.clear()
+        for backup in self.backups.values():
+            backup.close()
+        self.backups.clear()
+
+    def backup(self, folder: Path) -> Backup:
+        """Copies of the untracked files under ``folder``, kept for the whole run."""
+        key = str(Path(folder).resolve())
+        if key not in self.backups:
+            self.backups[key] = Backup(Path(key))
+        return self.backups[key]
 
     def sandbox(self, cuda: bool, network: bool = False) -> Sandbox:
         return choose(self.opts.sandbox, cuda=cuda, network=network)
