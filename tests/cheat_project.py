@@ -7,6 +7,7 @@ fixture kernel is judged by the same claim shape whichever suite runs it.
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -33,18 +34,38 @@ kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"{kernel_extra}}}
 baseline: {{name: torch.softmax, impl: kernels/softmax_cpu.py:torch_softmax}}
 correctness:
   method: allclose
-  reference: kernels/softmax_cpu.py:reference_fp64
+  reference: {reference}
   max_rel_l2: 1.0e-5
   rtol: 1.0e-5
   atol: 1.0e-6
   trials: 2
   forbidden: [torch.softmax, torch.nn.functional.softmax]
-{properties}claimed: {{metric: speedup, value: 0.01, tolerance: 0.05}}
+{properties}claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
 """
 
 # `flops` and `properties` are whole YAML lines (with indent and newline) or empty: most cases declare none.
+# `value` is the claimed speedup: 0.01 lets any correct kernel verify, so a cheat must be caught
+# for what it does, not for its number.
 DEFAULTS = {"title": "fixture", "device": "cpu", "params": "{rows: 64, cols: 250}",
-            "bytes": "8 * rows * cols", "flops": "", "kernel_extra": "", "properties": ""}
+            "bytes": "8 * rows * cols", "flops": "", "kernel_extra": "", "properties": "",
+            "reference": "kernels/softmax_cpu.py:reference_fp64", "value": "0.01"}
+
+
+def seed_ceilings(cache: Path, hw) -> Path:
+    """A ceilings cache for ``hw`` so high that no physics floor can bind: a run reads it instead
+    of spending about 15 s measuring the machine (cheat fixtures declare no flops, and CPU runs
+    apply no bandwidth floor, so the values never reach a verdict)."""
+    from claimbench.ceilings import Ceilings, _cache_path, cache_key
+
+    key = cache_key(hw)
+    seeded = Ceilings(key=key, device=hw.device, bandwidth_gbps=1e6,
+                      matrix_tflops={d: 1e6 for d in ("float64", "float32", "float16", "bfloat16")},
+                      measured_at="2000-01-01T00:00:00+00:00", method="seeded by the tests, not measured",
+                      details={})
+    path = _cache_path(cache, key)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps(seeded.to_dict()))
+    return path
 
 
 def make_project(root: Path) -> Path:
