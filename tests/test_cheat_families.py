@@ -11,10 +11,10 @@ fixtures: the plain one, which `check` refuses, and a `_hidden` one that evades 
 an attacker would; the process design is the guarantee, not the rules.
 
 Claimed values. Most cases claim ANY (0.001x), which any correct kernel clears even when the
-machine is busy, so a cheat must be caught for what it does, not for its number. Cheats whose kernel is honest and which only bend the
-measurement (the clock, a slowed baseline) claim UNREACHABLE instead: an honest kernel here runs
-at about half the speed of torch.softmax, and the cheats report 7-9x today; the second control
-shows that the honest kernel does not reach it. Every claim runs with one thread: two OpenMP
+machine is busy, so a cheat must be caught for what it does, not for its number. Cheats whose
+kernel is honest and which only bend the measurement (the clock, a slowed baseline) claim
+UNREACHABLE instead: an honest kernel here runs at about half the speed of torch.softmax, and
+the cheats report 7-9x today; the second control shows that the honest kernel does not reach it. Every claim runs with one thread: two OpenMP
 threads on this project's shared two-core machines take about 8 ms for any op when another
 process holds a core, which would drown every timing.
 
@@ -228,7 +228,8 @@ def hostile(tmp_path_factory, hw):
             projects.append(project)
             for rel in (COMMITTED, EARLIER):
                 (project / rel).parent.mkdir(parents=True)
-                (project / rel).write_text(json.dumps({"claim_id": Path(rel).parent.name, "verdict": "refuted", "value": 0.9}))
+                record = {"claim_id": Path(rel).parent.name, "verdict": "refuted", "value": 0.9}
+                (project / rel).write_text(json.dumps(record))
             write_claim(project, "bystander", "honest", params=PARAMS)
             before = _tree(project)
             out = _run(project, hw, name.replace("_", "-"), name)
@@ -266,7 +267,6 @@ def test_a_kernel_changes_no_record_and_nothing_in_the_project(hostile, name):
 @NEEDS_ISSUE_11
 def test_no_process_of_the_claim_survives_it(hostile):
     h = hostile("outlive_setsid")
-    assert h.outcome.status is not None  # it ran
     assert not h.orphans, f"the setsid grandchild outlived the claim: pids {h.orphans}"
 
 
