@@ -89,6 +89,7 @@ CASES = {
     "baseline_globals": Case("sabotaging the baseline", POLICY, "policy", UNREACHABLE),
     "baseline_globals_hidden": Case("sabotaging the baseline", BENT, "verified", UNREACHABLE),
     "patch_softmax_import": Case("sabotaging the baseline", POLICY, "policy", UNREACHABLE),
+    "patch_softmax_import_alias": Case("sabotaging the baseline", BENT, "verified", UNREACHABLE),
     "patch_softmax_import_hidden": Case("sabotaging the baseline", BENT, "verified", UNREACHABLE),
     "patch_softmax_around": Case("sabotaging the baseline", POLICY, "policy", UNREACHABLE),
     "patch_softmax_around_hidden": Case("sabotaging the baseline", BENT, "verified", UNREACHABLE),
@@ -156,6 +157,8 @@ def test_cheat_is_never_verified(project, hw, name):
     out = _run(project, hw, name.replace("_", "-"), name, value=case.value, reference=case.reference)
     assert out.status != S.VERIFIED, f"{case.family}: {out.reason}"
     assert out.status in case.allowed, (out.status, out.reason)
+    if case.today == "policy":  # the plain version stays a static-rule refusal
+        assert out.reason.startswith("policy:"), out.reason
 
 
 # -- the hostile ones: evidence, survivors ---------------------------------------------------
