@@ -14,9 +14,12 @@ Claimed values. Most cases claim ANY (0.001x), which any correct kernel clears e
 machine is busy, so a cheat must be caught for what it does, not for its number. Cheats whose
 kernel is honest and which only bend the measurement (the clock, a slowed baseline) claim
 UNREACHABLE instead: an honest kernel here runs at about half the speed of torch.softmax, and
-the cheats report 7-9x today; the second control shows that the honest kernel does not reach it. Every claim runs with one thread: two OpenMP
-threads on this project's shared two-core machines take about 8 ms for any op when another
-process holds a core, which would drown every timing.
+the cheats report 7-9x today; the second control shows that the honest kernel does not reach it.
+Every claim runs with one thread: two OpenMP threads on this project's shared two-core machines
+take about 8 ms for any op when another process holds a core, which would drown every timing.
+
+Cost: about 35 claim processes, each importing torch (about 3 s of a claim's 4 s today); the
+file took 100-160 s of wall time on a shared two-core machine under a load of 4-6, 46 s of CPU.
 
 Cases that today's runner verifies carry NEEDS_ISSUE_11 (a strict xfail): they document the
 holes that the out-of-process judge closes; the marks go as it lands. The hostile fixtures (they
@@ -44,7 +47,9 @@ from claimbench.detect import detect
 from claimbench.runner import RunOptions, run_one
 from claimbench.status import Status
 
-NEEDS_ISSUE_11 = pytest.mark.xfail(strict=True, reason="issue 11: needs the out-of-process judge")
+# only a failed assertion counts as the expected failure: a crash of the test itself stays an error
+NEEDS_ISSUE_11 = pytest.mark.xfail(strict=True, raises=AssertionError,
+                                   reason="issue 11: needs the out-of-process judge")
 
 PARAMS = "{rows: 256, cols: 2000}"  # each call over 50 us, so every timed call is timed (and checkable) alone
 ANY = "0.001"
@@ -282,7 +287,7 @@ def _pytest_claims(project: Path, timeout_s: float = 300.0) -> tuple[subprocess.
     junit = project / "junit.xml"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--claims", "claims", "--claims-root", ".",
            "--claims-results", "results/runs", "--claims-max-time-s", "0.5", "--claims-warmup-s", "0.05",
-           "--timing", "report", "--junitxml", str(junit)]
+           "--timing", "report", "--junitxml", str(junit), "--basetemp", str(project / ".pytest-tmp")]
     proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=timeout_s)
     return proc, junit
 
