@@ -25,6 +25,8 @@ Cases that today's runner verifies carry NEEDS_ISSUE_11 (a strict xfail): they d
 holes that the out-of-process judge closes; the marks go as it lands. The hostile fixtures (they
 write into the project, leave processes behind, or kill their parent) run in projects of their
 own; the two that kill processes run only inside a `pytest --claims` subprocess, never here.
+They run in their `_hidden` versions, which get past static rules that refuse process control;
+the plain versions are only checked, never run.
 """
 
 from __future__ import annotations
@@ -44,6 +46,7 @@ from cheat_project import make_project, seed_ceilings, write_claim
 
 import claimbench
 from claimbench.detect import detect
+from claimbench.policy import check_file
 from claimbench.runner import RunOptions, run_one
 from claimbench.status import Status
 
@@ -104,7 +107,9 @@ CASES = {
                                reference="kernels/cheat/nan_reference_task.py:reference_rows"),
     # stealing the machine: the kernels are honest; the census must see what they changed
     "steal_hogs": Case("stealing the machine", CAUGHT, "verified"),
+    "steal_hogs_hidden": Case("stealing the machine", CAUGHT, "verified"),
     "steal_affinity": Case("stealing the machine", CAUGHT, "verified"),
+    "steal_affinity_hidden": Case("stealing the machine", CAUGHT, "verified"),
     "steal_threads": Case("stealing the machine", CAUGHT, "verified"),
     # run with one thread, it computes with two and the record says one
     "steal_threads_self": Case("stealing the machine", CAUGHT, "verified"),
@@ -253,7 +258,9 @@ def hostile(tmp_path_factory, hw):
         _kill(_strays(project))
 
 
-HOSTILE = ["evidence_records", "evidence_tree", "outlive_setsid"]
+# the `_hidden` versions: they reach the runtime even past static rules that refuse process
+# control and `os.utime`, so what keeps them from the evidence is the process design
+HOSTILE = ["evidence_records_hidden", "evidence_tree_hidden", "outlive_setsid_hidden"]
 
 
 @pytest.mark.parametrize("name", HOSTILE)
@@ -263,7 +270,7 @@ def test_hostile_kernel_is_never_verified(hostile, name):
     assert out.status != S.VERIFIED and out.status in CAUGHT, (out.status, out.reason)
 
 
-@pytest.mark.parametrize("name", ["evidence_records", "evidence_tree"])
+@pytest.mark.parametrize("name", ["evidence_records_hidden", "evidence_tree_hidden"])
 @NEEDS_ISSUE_11
 def test_a_kernel_changes_no_record_and_nothing_in_the_project(hostile, name):
     h = hostile(name)
@@ -274,8 +281,23 @@ def test_a_kernel_changes_no_record_and_nothing_in_the_project(hostile, name):
 
 @NEEDS_ISSUE_11
 def test_no_process_of_the_claim_survives_it(hostile):
-    h = hostile("outlive_setsid")
+    h = hostile("outlive_setsid_hidden")
     assert not h.orphans, f"the setsid grandchild outlived the claim: pids {h.orphans}"
+
+
+# -- the plain hostile versions: the static rules refuse them, nothing runs -------------------
+
+PLAIN_HOSTILE = ["evidence_records", "evidence_tree", "outlive_setsid", "kill_parent", "kill_ancestors"]
+WIDER_RULES = pytest.mark.xfail(strict=True, raises=AssertionError,
+                                reason="issue 11: static rules refusing process control and os.utime")
+
+
+@pytest.mark.parametrize("name", PLAIN_HOSTILE)
+@WIDER_RULES
+def test_plain_hostile_kernel_is_refused_by_check(tmp_path, name):
+    project = make_project(tmp_path / "proj")
+    checked = check_file(write_claim(project, name.replace("_", "-"), name, params=PARAMS), project)
+    assert not checked.ok, f"{name}: `check` lets it run"
 
 
 # -- the hostile ones that kill: only inside a pytest --claims subprocess -------------------
@@ -302,8 +324,8 @@ def _junit_cases(junit: Path) -> dict[str, str]:
 
 
 KILLERS = [
-    pytest.param("kill_parent", marks=NEEDS_ISSUE_11, id="kill_parent"),
-    pytest.param("kill_ancestors", id="kill_ancestors", marks=[
+    pytest.param("kill_parent_hidden", marks=NEEDS_ISSUE_11, id="kill_parent_hidden"),
+    pytest.param("kill_ancestors_hidden", id="kill_ancestors_hidden", marks=[
         NEEDS_ISSUE_11, pytest.mark.skipif(shutil.which("bwrap") is None, reason=(
             "without bubblewrap nothing keeps a same-user process from signalling its ancestors: the "
             "design's answer is bwrap's PID namespace"))]),
