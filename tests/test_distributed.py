@@ -1,45 +1,58 @@
-"""Multi-rank claims on CPU: 2 gloo ranks end to end, a wrong rank, a failing rank, a hanging rank."""
+"""Multi-rank claims on CPU, through torch's launcher and the one measurement path.
+
+2 gloo ranks end to end; a wrong rank, a failing rank, a hanging rank; 2 nodes of 1 process on
+localhost (static rendezvous), one of them killed. Every rank runs the same orchestrator as a
+single-rank claim; these tests check what is particular to several: agreement, merging, teardown.
+"""
+
+from __future__ import annotations
 
 import json
 import os
-import subprocess
+import socket
+import threading
 from pathlib import Path
 
 import pytest
 
-from claimbench import distributed
-from claimbench.distributed import run_distributed
-from claimbench.distributed_rank import RankTimer
-from claimbench.distributed_report import merge_correctness
 from claimbench.policy import check_file
+from claimbench.run import census
+from claimbench.run.job import Job
+from claimbench.run.launch import Nodes, launch
+from claimbench.run.ranked import merge_correctness, tagged
 from claimbench.seeds import draw_seeds
-from claimbench.timing import Sample
 
 DIST = Path(__file__).resolve().parent / "fixtures" / "distributed"  # its own root: claims/, kernels/, LIST.md
 GLOO_CLAIM = DIST / "claims" / "allreduce-gloo.yaml"
-FAST = {"warmup_s": 0.05, "max_time_s": 0.3, "min_samples": 10}
+FAST = {"warmup_s": 0.05, "max_time_s": 0.5, "min_samples": 10}
 
 
-def _job(root: Path, claim_path: Path, *, mode="measured", impl=None, trials=2, check_params=None) -> dict:
+def _job(root: Path, claim_path: Path, tmp: Path, *, measured=True, impl=None, trials=2, check_params=None,
+         timeout_s=120.0) -> Job:
     claim = check_file(claim_path, root).claim
     assert claim is not None
-    d = claim.model_dump(mode="json")
+    update = {}
     if impl:
-        d["kernel"]["impl"] = impl
+        update["kernel"] = claim.kernel.model_copy(update={"impl": impl})
     if check_params is not None:
-        d["workload"]["check_params"] = check_params
-    return {"root": str(root), "claim": d, "device": "cpu", "dtype": "float32", "mode": mode,
-            "seeds": draw_seeds(trials), "timing": FAST}
+        update["workload"] = claim.workload.model_copy(update={"check_params": check_params})
+    claim = claim.model_copy(update=update)
+    return Job(claim=claim, root=root, device="cpu", dtype="float32", measured=measured, seeds=draw_seeds(trials),
+               timing=FAST, timeout_s=timeout_s, log_path=tmp / "claim.log", threads=1)
+
+
+def _launch(job: Job, nodes: Nodes = Nodes()) -> dict:
+    return launch(job, job.claim.hardware.count, nodes, "none", "test")
 
 
 def test_two_rank_gloo_claim_end_to_end(tmp_path):
-    """Through the runner: one record from rank 0, every rank's outputs checked, the topology kept."""
+    """Through the runner: one record, every rank's outputs checked, the topology kept."""
     from claimbench.detect import detect
     from claimbench.record import Record
     from claimbench.runner import RunOptions, run_one
 
     hw = detect(DIST, with_gpu=False)
-    out = run_one(GLOO_CLAIM, DIST, hw, RunOptions(results=tmp_path, timeout_s=120, timing=FAST))
+    out = run_one(GLOO_CLAIM, DIST, hw, RunOptions(results=tmp_path, timeout_s=180, timing=FAST, threads=1))
     assert out.status.is_timing, out.reason  # verified, refuted or inconclusive: a measured number
     rec = Record.model_validate(json.loads(out.record_path.read_text()))
     assert rec.correctness["passed"] is True
@@ -47,122 +60,114 @@ def test_two_rank_gloo_claim_end_to_end(tmp_path):
     first = rec.correctness["trials"][0]
     assert sorted(o["rank"] for o in first["outputs"]) == [0, 1]
     assert [r["seed"] for r in first["ranks"]] == [first["seed"], first["seed"] + 1]
-    assert rec.protocol["topology"]["world_size"] == 2
-    assert rec.protocol["topology"]["backend"] == "gloo"
+    assert rec.protocol["topology"]["world_size"] == 2 and rec.protocol["topology"]["backend"] == "gloo"
     assert rec.protocol["timed_checks"]["checked"] > 0 and rec.protocol["timed_checks"]["failed"] == 0
-    assert len(rec.kernel.samples_us) >= FAST["min_samples"]
     assert "max over 2 ranks" in rec.protocol["timer"]
 
 
-def test_a_wrong_answer_on_one_rank_is_incorrect():
-    res = run_distributed(_job(DIST, GLOO_CLAIM, impl="kernels/dist_sum.py:wrong_on_rank1", trials=1), 2, 120)
+def test_a_wrong_answer_on_one_rank_is_incorrect_and_names_the_rank(tmp_path):
+    res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum.py:wrong_on_rank1", trials=1))
     assert res.get("outcome") is None, res.get("outcome_reason")
     corr = res["correctness"]
-    assert corr["passed"] is False
-    assert corr["reason"].startswith("rank 1:")
-    ranks = corr["trials"][0]["ranks"]
-    assert [r["passed"] for r in ranks] == [True, False]
-    assert "timing" not in res
+    assert corr["passed"] is False and corr["reason"].startswith("rank 1:")
+    assert [r["passed"] for r in corr["trials"][0]["ranks"]] == [True, False]
+    assert not res.get("timing")
 
 
-def test_a_failing_rank_gives_error_not_a_hang(tmp_path):
-    job = {**_job(DIST, GLOO_CLAIM, impl="kernels/dist_sum.py:raises_on_rank1"), "log_path": str(tmp_path / "claim.log")}
-    res = run_distributed(job, 2, 120)
-    assert res["outcome"] == "error"
-    assert res["outcome_reason"].startswith("rank 1: RuntimeError: rank 1 refuses")
+def test_a_failing_rank_gives_error_with_its_message(tmp_path):
+    res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum.py:raises_on_rank1"))
+    assert res["outcome"] == "error", res
+    assert "rank 1" in res["outcome_reason"] and "rank 1 refuses to reduce" in res["outcome_reason"]
     log = (tmp_path / "claim.log").read_text()
-    assert "===== rank 1 =====" in log and "Traceback" in log  # every rank's output is kept
+    assert "===== launcher =====" in log and "rank 1 refuses" in log  # every rank's output is kept
 
 
-def test_a_hanging_rank_is_killed_and_every_rank_reaped(monkeypatch):
-    started: list[subprocess.Popen] = []
-    real = subprocess.Popen
-
-    def spy(*a, **kw):
-        p = real(*a, **kw)
-        started.append(p)
-        return p
-
-    monkeypatch.setattr(distributed.subprocess, "Popen", spy)
-    job = {**_job(DIST, GLOO_CLAIM, impl="kernels/dist_sum.py:hangs_on_rank1"), "pg_timeout_s": 600}
-    res = run_distributed(job, 2, 5)
-    assert res["outcome"] == "timeout"
-    assert "killed and reaped" in res["outcome_reason"]
-    assert len(started) == 2
-    for p in started:
-        assert p.returncode is not None  # waited for: no zombie left
-        with pytest.raises(ProcessLookupError):
-            os.killpg(p.pid, 0)  # and nothing left in its process group
+def test_a_hanging_rank_is_a_timeout_and_every_process_is_reaped(tmp_path):
+    before = set(census.all_stats())
+    res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum.py:hangs_on_rank1", timeout_s=8.0))
+    assert res["outcome"] in ("timeout", "error"), res
+    assert "rank" in res["outcome_reason"]
+    left = [p for p in census.children(os.getpid()) if p not in before]
+    assert not left, left
 
 
-def test_the_nccl_claim_checks_correctness_on_gloo(root):
-    """The shipped 2-GPU claim's CPU fallback: its kernel and reference run on 2 gloo ranks (small shapes)."""
-    shapes = [{"numel": 10007, "world": 2}, {"numel": 1, "world": 2}, {"numel": 4097, "world": 2}]
-    res = run_distributed(_job(root, root / "claims" / "nccl-allreduce-busbw.yaml", mode="correctness-only", trials=1,
-                               check_params=shapes), 2, 120)
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _two_nodes(tmp_path: Path, impl=None) -> list[dict]:
+    """2 gloo ranks as 2 nodes of 1 process on localhost, each node its own launcher."""
+    port = _free_port()
+    claim = check_file(GLOO_CLAIM, DIST).claim
+    claim = claim.model_copy(update={"hardware": claim.hardware.model_copy(update={"nodes": 2})})
+    results: list = [None, None]
+
+    def node(k: int) -> None:
+        job = _job(DIST, GLOO_CLAIM, tmp_path / f"node{k}", impl=impl)
+        job = Job(**{**job.__dict__, "claim": claim if impl is None else claim.model_copy(
+            update={"kernel": job.claim.kernel})})
+        (tmp_path / f"node{k}").mkdir(exist_ok=True)
+        results[k] = launch(job, 2, Nodes(2, k, "127.0.0.1", port), "none", "two-nodes")
+
+    threads = [threading.Thread(target=node, args=(k,)) for k in (0, 1)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=300)
+    return results
+
+
+def test_two_nodes_of_one_rank_each_through_the_launcher(tmp_path):
+    node0, node1 = _two_nodes(tmp_path)
+    assert node0.get("outcome") is None, node0.get("outcome_reason")
+    assert node0["topology"]["nodes"] == 2 and node0["topology"]["world_size"] == 2
+    assert node0["correctness"]["passed"] is True, node0["correctness"]
+    assert node1["outcome"] == "error" and "node 0" in node1["outcome_reason"]  # only rank 0's node writes
+
+
+def test_a_killed_rank_on_another_node_ends_as_error_and_nothing_hangs(tmp_path):
+    before = set(census.all_stats())
+    node0, node1 = _two_nodes(tmp_path, impl="kernels/dist_sum.py:dies_on_rank1")
+    assert node0["outcome"] == "error" and node1["outcome"] == "error", (node0, node1)
+    left = [p for p in census.children(os.getpid()) if p not in before]
+    assert not left, left
+
+
+def test_the_nccl_claim_checks_correctness_on_gloo(root, tmp_path):
+    """The shipped 2-GPU claim's CPU fallback: its kernel and reference run on 2 gloo ranks."""
+    path = next((root / "claims").rglob("nccl-*.yaml"))
+    claim = check_file(path, root).claim
+    shapes = [{**claim.workload.check_params[0]}] if claim.workload.check_params else None
+    job = _job(root, path, tmp_path, measured=False, trials=1, check_params=shapes)
+    res = _launch(job)
     assert res.get("outcome") is None, res.get("outcome_reason")
     assert res["correctness"]["passed"] is True, res["correctness"]["reason"]
-    assert res["rejections"] == []
-    assert [t["params"]["numel"] for t in res["correctness"]["trials"]] == [10007, 1, 4097]
-    assert "timing" not in res
+    assert not res.get("rejections")
 
 
 def test_merge_names_the_rank_that_failed_and_keeps_shared_rejections_once():
-    ok = {"passed": True, "reason": "", "rejections": ["same"],
+    ok = {"passed": True, "reason": "",
           "trials": [{"seed": 5, "params": {"n": 1}, "dtype": "float32", "passed": True, "reason": "",
                       "outputs": [{"rel_l2": 0.0, "passed": True}]}]}
-    bad = {"passed": False, "reason": "trial 1: off", "rejections": ["same", "only here"],
+    bad = {"passed": False, "reason": "trial 1: off",
            "trials": [{"seed": 6, "params": {"n": 1}, "dtype": "float32", "passed": False, "reason": "off",
                        "outputs": [{"rel_l2": 1.0, "passed": False}]}]}
+    assert tagged([["same"], ["same", "only here"]]) == ["same", "rank 1: only here"]
     m = merge_correctness([ok, bad], "cpu", "float32")
-    assert m["passed"] is None  # rejections outrank a pass/fail
-    assert m["rejections"] == ["same", "rank 1: only here"]
     t = m["trials"][0]
-    assert t["passed"] is False and t["reason"] == "rank 1: off"
+    assert m["passed"] is False and t["passed"] is False and t["reason"] == "rank 1: off"
     assert [o["rank"] for o in t["outputs"]] == [0, 1]
-    assert merge_correctness([ok, {**ok, "rejections": ["same"]}], "cpu", "float32")["rejections"] == ["same"]
-    short = merge_correctness([{**ok, "rejections": []}, {**ok, "rejections": [], "trials": []}], "cpu", "float32")
+    assert merge_correctness([ok, bad], "cpu", "float32", ["x"])["passed"] is None  # rejections outrank pass/fail
+    short = merge_correctness([ok, {**ok, "trials": []}], "cpu", "float32")
     assert short["trials"][0]["ranks"][1]["reason"] == "did not run"
 
 
-class _FakeRank:
-    world = 2
+def test_hardware_count_must_divide_over_nodes():
+    from pydantic import ValidationError
 
-    def __init__(self, other_us: float, other_reasons: int = 0):
-        self.other_us, self.other_reasons = other_us, other_reasons
-        self.barriers = 0
+    from claimbench.claim import HardwareSpec
 
-    def barrier(self):
-        self.barriers += 1
-
-    def max(self, values):
-        other = [self.other_us, float(self.other_reasons & 0xE8), float(self.other_reasons & ~0xE8), -1500.0]
-        return [max(a, b) for a, b in zip(values, other)]
-
-
-class _FakeTimer:
-    name, mode, flush_bytes, l2_reset = "fake", "cpu", None, None
-    min_block_us = 100.0
-
-    def __init__(self):
-        self.calls_per_block = {}
-
-    def call(self, fn):
-        return fn()
-
-    def sample(self, side, fn):
-        n = self.calls_per_block.get(side, 1)
-        return Sample(us=10.0, out=fn(), throttle_reasons=0x1, sm_clock_mhz=1800.0, calls=n)
-
-
-def test_rank_timer_takes_the_slowest_rank_and_any_throttling():
-    rank = _FakeRank(other_us=25.0, other_reasons=0x40)  # the peer is slower and thermally throttled
-    t = RankTimer(_FakeTimer(), rank)
-    s = t.sample("kernel", lambda: 1)
-    assert s.us == 25.0 and s.out == 1
-    assert s.throttle_reasons & 0x40
-    assert s.sm_clock_mhz == 1500.0  # the lowest clock over ranks
-    assert rank.barriers == 1
-    # calibration grows the block from the shared time: 25 us x 4 calls >= 100 us
-    t.calibrate("kernel", lambda: 1)
-    assert t.calls_per_block["kernel"] == 4
+    with pytest.raises(ValidationError, match="divide"):
+        HardwareSpec(device="cpu", model=["*"], count=3, nodes=2)

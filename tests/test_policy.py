@@ -143,6 +143,30 @@ def test_loose_tolerance_with_reason_passes(tmp_path, listing):
     assert r.ok, [str(p) for p in r.problems]
 
 
+
+def test_ci_bound_tightens_freely_and_loosens_only_with_a_reason_check_shows(tmp_path, listing):
+    tight = _derived(tmp_path, "tight", "tolerance: 0.1", "tolerance: 0.1\n  max_ci_halfwidth: 0.01")
+    r = _check(tight, listing)
+    assert r.ok and r.notes == () and r.claim.claimed.max_ci_halfwidth == 0.01
+    loose = _derived(tmp_path, "loose-ci", "tolerance: 0.1", "tolerance: 0.1\n  max_ci_halfwidth: 0.08")
+    (p,) = _check(loose, listing).problems
+    assert p.key == "claimed.max_ci_halfwidth" and "looser than the cpu default 0.05" in p.message
+    assert "claimed.precision_reason" in p.message and p.line == loose.read_text().splitlines().index("  max_ci_halfwidth: 0.08") + 1
+    reasoned = _derived(tmp_path, "loose-ci-reason", "tolerance: 0.1",
+                        'tolerance: 0.1\n  max_ci_halfwidth: 0.08\n  precision_reason: "rows\\x1b[31m of 1 us each; timer jitter"')
+    r = _check(reasoned, listing)
+    assert r.ok, [str(p) for p in r.problems]
+    (n,) = r.notes
+    assert str(n) == (f"{r.path}:{n.line}: claimed.precision_reason: loosened: max_ci_halfwidth 0.08 "
+                      "(the cpu default is 0.05), because: rows [31m of 1 us each; timer jitter")
+    orphan = _derived(tmp_path, "orphan-reason", "tolerance: 0.1", 'tolerance: 0.1\n  precision_reason: "noise"')
+    (p,) = _check(orphan, listing).problems
+    assert p.key == "claimed" and "set max_ci_halfwidth or drop the reason" in p.message
+    bad = _derived(tmp_path, "ci-one", "tolerance: 0.1", "tolerance: 0.1\n  max_ci_halfwidth: 1.5")
+    assert [p.key for p in _check(bad, listing).problems] == ["claimed.max_ci_halfwidth"]
+    out = _cli("check", str(reasoned), cwd=tmp_path)
+    assert out.returncode == 0 and "loosened: max_ci_halfwidth 0.08" in out.stdout, out.stdout + out.stderr
+
 def test_file_over_one_mib(tmp_path, listing):
     big = tmp_path / "big.yaml"
     big.write_text(VALID.read_text().replace("id: softmax-cpu", "id: big") + "#" * (1 << 20) + "\n")

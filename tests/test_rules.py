@@ -43,6 +43,21 @@ def problems(tmp_path: Path, body: str) -> list[str]:
     ("def kernel(x):\n    return __import__('gc')\n", "__import__"),
     ("import sys\ndef kernel(x):\n    return sys.modules\n", "sys.modules"),
     ("def kernel(x):\n    return torch.__dict__\n", "__dict__"),
+    # issue 11: the harness is protected, aliases resolve, tracers and frames are off limits
+    ("import claimbench.verify\ndef kernel(x):\n    return x\n", "claimbench"),
+    ("from claimbench.run import timed\ndef kernel(x):\n    return x\n", "claimbench"),
+    ("_T = torch\n_T.softmax = lambda x, d: x\ndef kernel(x):\n    return x\n", "torch.softmax"),
+    ("F = torch.nn.functional\nG = F\ndef kernel(x):\n    G.softmax = None\n    return x\n", "torch.nn.functional.softmax"),
+    ("import sys\ndef kernel(x):\n    return x if sys.getprofile() else x * 0\n", "sys.getprofile"),
+    ("import sys\ndef kernel(x):\n    return x if sys.gettrace() is None else x\n", "sys.gettrace"),
+    ("def kernel(x):\n    try:\n        raise ValueError\n    except ValueError as e:\n        f = e.__traceback__.tb_frame\n    return x\n", "tb_frame"),
+    ("import traceback\ndef kernel(x):\n    return x\n", "traceback"),
+    ("import os\ndef kernel(x):\n    os.kill(os.getppid(), 9)\n    return x\n", "os.kill"),
+    ("from os import setsid\ndef kernel(x):\n    return x\n", "os.setsid"),
+    ("import os\ndef kernel(x):\n    os.sched_setaffinity(0, {0})\n    return x\n", "os.sched_setaffinity"),
+    ("import os\ndef kernel(x):\n    os.utime('results', None)\n    return x\n", "os.utime"),
+    ("import subprocess\ndef kernel(x):\n    return x\n", "subprocess"),
+    ("import multiprocessing\ndef kernel(x):\n    return x\n", "multiprocessing"),
 ])
 def test_rules_catch(tmp_path, body, word):
     found = problems(tmp_path, body)

@@ -102,7 +102,7 @@ def fingerprint() -> str:
     """Changes whenever the code that decides a record's problems changes."""
     h = hashlib.sha256()
     here = Path(__file__).resolve().parent
-    for name in ("audit.py", "verdict.py", "bootstrap.py", "record.py", "index.py", "status.py"):
+    for name in ("audit.py", "verdict.py", "precision.py", "bootstrap.py", "record.py", "index.py", "status.py"):
         h.update((here / name).read_bytes())
     return h.hexdigest()[:16]
 

@@ -3,11 +3,18 @@
 A time below max(flops / matrix rate, bytes / bandwidth) is proof of a bug or a cheat (no public
 harness hard-rejects it: ANCHORS.md section 2). The ceilings are measured, never datasheet
 peaks: bandwidth from a large copy (bytes read + written), matrix rate from a large matmul
-through the vendor library (cuBLAS, or torch's CPU BLAS) on random data. Measured once per
-machine and cached as JSON keyed by GPU UUID or CPU model.
+through the vendor library (cuBLAS, or torch's CPU BLAS) on random data.
 
-Rates err high on purpose: a ceiling set too high only weakens the floor, one set too low
-would reject an honest kernel.
+A ceiling measured once, on a shared machine, moved by a factor of 8 minutes apart, and a floor
+standing on a low one rejects honest kernels. So each ceiling is the best of several short
+passes, interleaved so a burst of someone else's work hits one pass of each rather than every
+pass of one; the passes' spread is stored, and a ceiling whose spread is wide is measured again
+(another set of passes, and again on a later run while it stays wide). The floor uses the
+optimistic end, best x (1 + spread): a ceiling set too high only weakens the floor, one set too
+low would reject an honest kernel. The result is cached once per machine, keyed by its hardware
+fingerprint, in the user's cache folder (``$XDG_CACHE_HOME/claimbench``), shared by every
+results folder; ``run --ceilings PATH`` names another. Ceilings are measured in a process that
+never imports a kernel (``python -m claimbench.ceilings``, progress on stderr).
 """
 
 from __future__ import annotations
@@ -15,11 +22,11 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import re
+import sys
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Optional
+from typing import TYPE_CHECKING, Any, Callable, Optional
 
 if TYPE_CHECKING:
     from claimbench.hardware import Hardware
@@ -28,6 +35,12 @@ FLOOR_FACTOR = 0.9  # below 90% of the floor is impossible; the margin covers a 
                     # quite the best possible streaming kernel
 DEFAULT_DTYPES = {"cuda": ("bfloat16", "float16", "tf32", "float32", "float8", "int8", "float64"),
                   "cpu": ("float32", "float64", "bfloat16", "float16")}
+PASSES = 5                # interleaved passes per set; a ceiling is the best of them
+REPS = 3                  # timed calls per pass (best of), after two untimed ones
+WIDE_SPREAD = 0.10        # (best - worst) / best of a set's passes above this: measure another set
+MAX_SETS = 3              # sets in one measurement; past them the ceiling is kept, marked unsettled
+RETRY_UNSETTLED_S = 3600  # an unsettled ceiling is measured again by a run at least this much later
+Progress = Callable[[str], None]
 
 
 @dataclass(frozen=True)
@@ -39,6 +52,8 @@ class Ceilings:
     measured_at: str                           # ISO 8601, UTC
     method: str
     details: dict[str, Any] = field(default_factory=dict)
+    fingerprint: str = ""                      # the machine's hardware fingerprint: the cache key
+    spread: dict[str, float] = field(default_factory=dict)  # "bandwidth" and each dtype: (best - worst) / best
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -46,7 +61,11 @@ class Ceilings:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Ceilings":
         return cls(**{k: d[k] for k in ("key", "device", "bandwidth_gbps", "matrix_tflops", "measured_at", "method")},
-                   details=d.get("details", {}))
+                   details=d.get("details", {}), fingerprint=d.get("fingerprint", ""), spread=d.get("spread") or {})
+
+    def optimistic(self, name: str, best: float) -> float:
+        """The optimistic end of a ceiling: its best pass, raised by the passes' own spread."""
+        return best * (1 + max(0.0, float(self.spread.get(name) or 0.0)))
 
 
 # ---- the pure rules -------------------------------------------------------------------------
@@ -89,21 +108,28 @@ def floor_us(flops: Optional[float], bytes: Optional[float], ceilings: Ceilings,
     """
     rate, key = rate_tflops(ceilings, dtype)
     if flops and rate:
+        rate = ceilings.optimistic(key, rate)
         compute = flops / (rate * 1e12) * 1e6
-        compute_why = f"compute: {flops:.3g} flop at {rate:.4g} TFLOP/s ({key}) = {compute:.4g} us"
+        compute_why = f"compute: {flops:.3g} flop at {rate:.4g} TFLOP/s ({key}{_spread_note(ceilings, key)}) = {compute:.4g} us"
     elif flops:
         compute, compute_why = 0.0, f"no measured matrix rate for {dtype}: compute floor 0"
     else:
         compute, compute_why = 0.0, "no flops declared: compute floor 0"
     memory_applies = (cold and working_set_bytes > cache_bytes) or working_set_bytes > 2 * cache_bytes
     if memory_applies and bytes:
-        memory = bytes / (ceilings.bandwidth_gbps * 1e9) * 1e6
-        memory_why = f"memory: {bytes:.3g} B at {ceilings.bandwidth_gbps:.4g} GB/s = {memory:.4g} us"
+        bandwidth = ceilings.optimistic("bandwidth", ceilings.bandwidth_gbps)
+        memory = bytes / (bandwidth * 1e9) * 1e6
+        memory_why = f"memory: {bytes:.3g} B at {bandwidth:.4g} GB/s{_spread_note(ceilings, 'bandwidth', ' (')} = {memory:.4g} us"
         if memory >= compute:
             return memory, memory_why
     elif not memory_applies:
         compute_why += " (working set fits in cache: memory floor not applied)"
     return compute, compute_why
+
+
+def _spread_note(c: Ceilings, name: str, lead: str = ", ") -> str:
+    close = ")" if lead.startswith(" (") else ""
+    return f"{lead}best pass + its {c.spread[name]:.1%} spread{close}" if c.spread.get(name) else ""
 
 
 def floor_violation(median_us: float, floor: float) -> bool:
@@ -123,199 +149,139 @@ def achieved_gbps(bytes: float, median_us: float) -> float:
     return bytes / (median_us * 1e-6) / 1e9
 
 
-# ---- measuring ------------------------------------------------------------------------------
+def measure_ceilings(device: str, dtypes: Optional[tuple[str, ...]] = None, **kw: Any) -> "Ceilings":
+    """Measure now, in this process (torch is imported here, never by the data layer):
+    ``ceilings_measure.measure_ceilings``."""
+    from .ceilings_measure import measure_ceilings as measure
 
-def _time_us(fn, device: str, reps: int) -> float:
-    """Best of `reps` timed calls after two untimed ones (CUDA events, or the timing clock).
-
-    The best, not the median: a ceiling is a capability, and one measured during a noisy moment
-    would sit low and make the floor reject honest kernels.
-    """
-    import torch
-
-    from claimbench.timing import _NOW
-
-    for _ in range(2):
-        fn()
-    if device == "cuda":
-        torch.cuda.synchronize()
-        times = []
-        for _ in range(reps):
-            a, b = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            a.record()
-            fn()
-            b.record()
-            b.synchronize()
-            times.append(a.elapsed_time(b) * 1000.0)
-        return min(times)
-    times = []
-    for _ in range(reps):
-        t0 = _NOW()
-        fn()
-        times.append((_NOW() - t0) / 1000.0)
-    return min(times)
+    return measure(device, dtypes, **kw)
 
 
-def _cpu_flags() -> set[str]:
-    try:
-        m = re.search(r"^flags\s*:\s*(.+)$", Path("/proc/cpuinfo").read_text(), re.M)
-        return set(m.group(1).split()) if m else set()
-    except OSError:
-        return set()
-
-
-def _cpu_native(dtype: str) -> bool:
-    flags = _cpu_flags()
-    if dtype == "bfloat16":
-        return bool(flags & {"avx512_bf16", "amx_bf16"})
-    if dtype == "float16":
-        return bool(flags & {"avx512_fp16", "amx_fp16"})
-    return dtype in ("float32", "float64")
-
-
-def _matmul_tflops(dtype: str, device: str, n: int, reps: int) -> Optional[float]:
-    import torch
-
-    g = torch.Generator(device="cpu").manual_seed(0)
-    if dtype in ("float8", "int8"):
-        if device != "cuda":
-            return None
-        a = torch.randn(n, n, generator=g).to(device)
-        b = torch.randn(n, n, generator=g).to(device)
-        if dtype == "float8":
-            if not hasattr(torch, "_scaled_mm") or not hasattr(torch, "float8_e4m3fn"):
-                return None
-            a8, b8 = a.to(torch.float8_e4m3fn), b.to(torch.float8_e4m3fn).t()  # column-major B
-            one = torch.ones((), device=device)
-            fn = lambda: torch._scaled_mm(a8, b8, scale_a=one, scale_b=one, out_dtype=torch.bfloat16)  # noqa: E731
-        else:
-            if not hasattr(torch, "_int_mm"):
-                return None
-            ai = (a * 20).clamp(-127, 127).to(torch.int8)
-            bi = (b * 20).clamp(-127, 127).to(torch.int8)
-            fn = lambda: torch._int_mm(ai, bi)  # noqa: E731
-    else:
-        tdt = torch.float32 if dtype == "tf32" else getattr(torch, dtype)
-        a = torch.randn(n, n, generator=g, dtype=torch.float32).to(device=device, dtype=tdt)
-        b = torch.randn(n, n, generator=g, dtype=torch.float32).to(device=device, dtype=tdt)
-        fn = lambda: torch.matmul(a, b)  # noqa: E731
-    prev = torch.backends.cuda.matmul.allow_tf32
-    torch.backends.cuda.matmul.allow_tf32 = dtype == "tf32"
-    try:
-        us = _time_us(fn, device, reps)
-    except (RuntimeError, TypeError, NotImplementedError):
-        return None
-    finally:
-        torch.backends.cuda.matmul.allow_tf32 = prev
-    return 2.0 * n ** 3 / (us * 1e-6) / 1e12
-
-
-def measure_ceilings(device: str, dtypes: Optional[tuple[str, ...]] = None, *, key: str = "",
-                     cache_bytes: Optional[int] = None, copy_bytes: Optional[int] = None,
-                     matmul_n: Optional[int] = None, reps: int = 10, bandwidth: bool = True,
-                     known_bandwidth_gbps: float = 0.0) -> Ceilings:
-    """Measure bandwidth (copy of >= 8x the cache) and the matrix rate of each dtype.
-
-    On a GPU the rate is the best of 4096^3 and 8192^3 matmuls; on a CPU the size is grown until
-    one takes about 100 ms. CPU dtypes without native multiply instructions, and dtypes with no
-    matrix unit (int32, int64), are recorded as None. `matmul_n` / `copy_bytes` shrink it for tests.
-    """
-    import torch
-
-    dtypes = tuple(dtypes) if dtypes is not None else DEFAULT_DTYPES[device]
-    details: dict[str, Any] = {}
-    gbps = known_bandwidth_gbps
-    if bandwidth:
-        cache = cache_bytes or (torch.cuda.get_device_properties(0).L2_cache_size if device == "cuda" else 32 << 20)
-        nbytes = copy_bytes or max(8 * cache, 1 << 30 if device == "cuda" else 256 << 20)
-        src = torch.rand(nbytes // 4, device=device)
-        dst = torch.empty_like(src)
-        copy_gbps = 2 * src.numel() * 4 / (_time_us(lambda: dst.copy_(src), device, reps) * 1e-6) / 1e9
-        # a read-only stream can beat a copy's read+write mix: take the higher, the floor errs low
-        read_gbps = src.numel() * 4 / (_time_us(lambda: src.sum(), device, reps) * 1e-6) / 1e9
-        gbps = max(copy_gbps, read_gbps)
-        details.update(copy_bytes=int(src.numel() * 4), copy_gbps=copy_gbps, read_gbps=read_gbps)
-        del src, dst
-    rates: dict[str, Optional[float]] = {}
-    for dt in dict.fromkeys(canonical(d) for d in dtypes):
-        if dt not in _MEASURABLE or (device == "cpu" and not _cpu_native(dt)):
-            rates[dt] = None
-            continue
-        sizes = (matmul_n,) if matmul_n else ((4096, 8192) if device == "cuda" else (_cpu_matmul_n(dt),))
-        got = [r for r in (_matmul_tflops(dt, device, n, reps) for n in sizes) if r]
-        rates[dt] = max(got) if got else None  # the best size: a ceiling must not sit low
-        details[f"matmul_n_{dt}"] = list(sizes)
-    if device == "cpu" and rates.get("float32"):
-        for dt in ("bfloat16", "float16"):
-            if rates.get(dt):  # bf16 dot instructions do twice fp32's work per lane; torch may not use them
-                rates[dt] = max(rates[dt], 2 * rates["float32"])
-    method = (f"bandwidth: dst.copy_(src), bytes read + written (or a read-only sum, if faster), best of {reps}; "
-              f"matrix: torch.matmul (torch._scaled_mm fp8, torch._int_mm int8) n^3 random data, "
-              f"best of {reps}, on {device}")
-    return Ceilings(key=key, device=device, bandwidth_gbps=gbps, matrix_tflops=rates,
-                    measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    method=method, details=details)
-
-
-def _cpu_matmul_n(dtype: str, target_us: float = 100_000.0) -> int:
-    import torch
-
-    n = 256
-    while n < 8192:
-        a = torch.randn(n, n).to(getattr(torch, dtype))
-        us = _time_us(lambda: torch.matmul(a, a), "cpu", 1)
-        if us >= target_us / 8:
-            return max(n, int(n * (target_us / us) ** (1 / 3)) // 64 * 64)
-        n *= 2
-    return n
-
+# ---- the per-machine cache ------------------------------------------------------------------
 
 def cache_key(hw: "Hardware") -> str:
+    """The machine as a person reads it: GPU UUID (or name), or the CPU model."""
     return hw.gpus[0].uuid or hw.gpus[0].name if hw.device == "cuda" and hw.gpus else hw.cpu.model
 
 
-def _cache_path(cache_dir: Path, key: str) -> Path:
-    return Path(cache_dir) / f"ceilings-{hashlib.sha256(key.encode()).hexdigest()[:16]}.json"
+def fingerprint(hw: "Hardware") -> str:
+    """What the ceilings depend on: the devices (model, count, UUIDs, SMs, memory), the CPU
+    (model, cores, threads, caches) and the library doing the work (torch's version)."""
+    gpus = [(g.name, g.uuid, g.sm_count, g.memory_bytes, g.l2_bytes) for g in hw.gpus] if hw.device == "cuda" else []
+    c = hw.cpu
+    parts = [hw.device, gpus, c.model, c.cores, c.threads_used, c.llc_bytes, hw.software.torch]
+    return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def _read_cache(path: Path, key: str, device: str) -> Optional[Ceilings]:
+def default_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/claimbench`` (an absolute XDG_CACHE_HOME only), else ``~/.cache/claimbench``."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "claimbench"
+
+
+def cache_dir(explicit: Optional[Path] = None) -> Path:
+    """Where ceilings are cached: `run --ceilings PATH` when given, else the user's cache folder."""
+    return Path(explicit) if explicit is not None else default_cache_dir()
+
+
+def _cache_path(cache_dir: Path, hw: "Hardware") -> Path:
+    return Path(cache_dir) / f"ceilings-{fingerprint(hw)[:16]}.json"
+
+
+def _read_cache(path: Path, hw: "Hardware") -> Optional[Ceilings]:
     try:
         cached = Ceilings.from_dict(json.loads(path.read_text()))
     except (OSError, ValueError, KeyError, TypeError):
         return None
-    return cached if cached.key == key and cached.device == device else None
+    return cached if cached.fingerprint == fingerprint(hw) and cached.device == hw.device else None
+
+
+def _to_measure(cached: Ceilings, dtypes: tuple[str, ...], now: Optional[datetime] = None) -> tuple[tuple, bool]:
+    """(dtypes to measure, whether bandwidth is): the missing, and the unsettled once they are old."""
+    missing = [d for d in dict.fromkeys(canonical(d) for d in dtypes) if d not in cached.matrix_tflops]
+    unsettled = set(cached.details.get("unsettled") or ())
+    try:
+        age_s = ((now or datetime.now(timezone.utc)) - datetime.fromisoformat(cached.measured_at)).total_seconds()
+    except (TypeError, ValueError):
+        age_s = float("inf")
+    if unsettled and age_s >= RETRY_UNSETTLED_S:
+        missing += [d for d in dict.fromkeys(canonical(d) for d in dtypes) if d in unsettled and d not in missing]
+        return tuple(missing), "bandwidth" in unsettled
+    return tuple(missing), False
 
 
 def load_cached(cache_dir: Path, hw: "Hardware", dtypes: tuple[str, ...]) -> Optional[Ceilings]:
-    """The cached ceilings when they cover every dtype, without torch and without a process;
+    """The cached ceilings when nothing needs measuring, without torch and without a process;
     None when something must be measured (``load_or_measure``, in a kernel-free process)."""
-    cached = _read_cache(_cache_path(cache_dir, cache_key(hw)), cache_key(hw), hw.device)
-    if cached is None or any(canonical(d) not in cached.matrix_tflops for d in dtypes):
+    cached = _read_cache(_cache_path(cache_dir, hw), hw)
+    if cached is None or any(_to_measure(cached, dtypes)):
         return None
     return cached
 
 
+def _merge(old: Ceilings, new: Ceilings, bandwidth: bool) -> Ceilings:
+    """A later measurement raises a ceiling, never lowers it (the machine did not get slower; the
+    earlier pass was luckier), and its spread replaces the old one."""
+    rates = dict(old.matrix_tflops)
+    for k, v in new.matrix_tflops.items():
+        rates[k] = max(v, rates.get(k) or 0.0) if v is not None else rates.get(k)
+    spread = {**old.spread, **new.spread}
+    measured = set(new.spread)
+    unsettled = sorted((set(old.details.get("unsettled") or ()) - measured) | set(new.details.get("unsettled") or ()))
+    passes = {**(old.details.get("passes") or {}), **(new.details.get("passes") or {})}
+    details = {**old.details, **new.details, "passes": passes, "unsettled": unsettled}
+    gbps = max(old.bandwidth_gbps, new.bandwidth_gbps) if bandwidth else old.bandwidth_gbps
+    return replace(old, bandwidth_gbps=gbps, matrix_tflops=rates, spread=spread, details=details,
+                   measured_at=new.measured_at, method=new.method)
+
+
 def load_or_measure(cache_dir: Path, hw: "Hardware", dtypes: Optional[tuple[str, ...]] = None,
-                    **measure_kw: Any) -> Ceilings:
-    """Cached ceilings for this device; measure what is missing (all of it, or new dtypes)."""
-    key = cache_key(hw)
-    path = _cache_path(cache_dir, key)
+                    progress: Optional[Progress] = None, **measure_kw: Any) -> Ceilings:
+    """Cached ceilings for this machine; measure what is missing (all of it, new dtypes, or
+    ceilings whose spread stayed wide when they were measured an hour or more ago)."""
+    path = _cache_path(cache_dir, hw)
     dtypes = tuple(dtypes) if dtypes is not None else DEFAULT_DTYPES[hw.device]
-    cached = _read_cache(path, key, hw.device)
+    cached = _read_cache(path, hw)
+    key, fp = cache_key(hw), fingerprint(hw)
     if cached is not None:
-        missing = tuple(d for d in dtypes if canonical(d) not in cached.matrix_tflops)
-        if not missing:
+        missing, bandwidth = _to_measure(cached, dtypes)
+        if not missing and not bandwidth:
             return cached
-        extra = measure_ceilings(hw.device, missing, key=key, bandwidth=False,
-                                 known_bandwidth_gbps=cached.bandwidth_gbps, **measure_kw)
-        result = replace(cached, matrix_tflops={**cached.matrix_tflops, **extra.matrix_tflops},
-                         details={**cached.details, **extra.details})
+        if bandwidth:
+            measure_kw.setdefault("cache_bytes", _cache_bytes(hw))
+        extra = measure_ceilings(hw.device, missing, key=key, bandwidth=bandwidth, fingerprint=fp,
+                                 known_bandwidth_gbps=cached.bandwidth_gbps, progress=progress, **measure_kw)
+        result = _merge(cached, extra, bandwidth)
     else:
-        cache = hw.gpus[0].l2_bytes if hw.device == "cuda" and hw.gpus else hw.cpu.llc_bytes
-        measure_kw.setdefault("cache_bytes", cache)
-        result = measure_ceilings(hw.device, dtypes, key=key, **measure_kw)
+        measure_kw.setdefault("cache_bytes", _cache_bytes(hw))
+        result = measure_ceilings(hw.device, dtypes, key=key, fingerprint=fp, progress=progress, **measure_kw)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     os.replace(tmp, path)
     return result
+
+
+def _cache_bytes(hw: "Hardware") -> Optional[int]:
+    return hw.gpus[0].l2_bytes if hw.device == "cuda" and hw.gpus else hw.cpu.llc_bytes
+
+
+def main() -> int:
+    """``python -m claimbench.ceilings``: the kernel-free process. Reads {"cache", "hardware",
+    "dtypes"} as JSON on stdin, prints progress lines on stderr as it goes and the ceilings as
+    one JSON line on stdout."""
+    from claimbench.hardware import Hardware
+
+    job = json.loads(sys.stdin.read())
+
+    def say(line: str) -> None:
+        print(line, file=sys.stderr, flush=True)
+
+    c = load_or_measure(Path(job["cache"]), Hardware.from_dict(job["hardware"]), tuple(job["dtypes"]), progress=say)
+    print(json.dumps(c.to_dict()))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

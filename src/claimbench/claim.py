@@ -59,12 +59,18 @@ class HardwareSpec(_Model):
     compute_capability: Optional[list[Annotated[str, Field(pattern=r"^\d+\.\d+$")]]] = Field(
         None, description="cuda only, optional: exact compute capabilities, as quoted strings like \"9.0\".")
     sm_count: Optional[Annotated[int, Field(ge=1)]] = Field(None, description="Optional: exact SM count, for wave-sensitive claims.")
-    count: Annotated[int, Field(ge=1, le=64)] = Field(1, description="Optional: devices needed; above 1 the runner uses torchrun.")
+    count: Annotated[int, Field(ge=1, le=64)] = Field(
+        1, description="Optional: ranks in all (one device each); above 1 the runner launches them through torchrun.")
+    nodes: Annotated[int, Field(ge=1, le=64)] = Field(
+        1, description="Optional: machines the ranks span (count divides evenly over them); each runs "
+        "`claimbench run --node-rank K --master-addr HOST --master-port PORT`.")
 
     @model_validator(mode="after")
     def _cc_cuda_only(self) -> "HardwareSpec":
         if self.device == "cpu" and (self.compute_capability or self.sm_count):
             raise ValueError("compute_capability and sm_count apply to cuda claims only")
+        if self.count % self.nodes:
+            raise ValueError(f"count {self.count} does not divide evenly over {self.nodes} nodes")
         return self
 
 
@@ -136,6 +142,17 @@ class Claimed(_Model):
     value: Annotated[float, Field(gt=0, allow_inf_nan=False)] = Field(description="The claimed value.")
     tolerance: Annotated[float, Field(ge=0, lt=1, allow_inf_nan=False)] = Field(
         description="One-sided: a measurement of at least value x (1 - tolerance) reproduces it.")
+    max_ci_halfwidth: Optional[Annotated[float, Field(gt=0, lt=1, allow_inf_nan=False)]] = Field(
+        None, description="Optional: the widest 95% CI, as half-width over value, that may still be verified "
+        "(default 0.02 on cuda, 0.05 on cpu). Tightening is always allowed; loosening needs `precision_reason`.")
+    precision_reason: Optional[Text] = Field(
+        None, description="Why a `max_ci_halfwidth` looser than the device's default is justified; `claimbench check` shows it.")
+
+    @model_validator(mode="after")
+    def _reason_needs_bound(self) -> "Claimed":
+        if self.precision_reason and self.max_ci_halfwidth is None:
+            raise ValueError("precision_reason explains a loosened max_ci_halfwidth; set max_ci_halfwidth or drop the reason")
+        return self
 
 
 class Claim(_Model):

@@ -143,8 +143,9 @@ def matches(spec: "HardwareSpec", hw: Hardware) -> tuple[bool, str]:
     fitting = [g for g in hw.gpus if _glob_any(spec.model, g.name)]
     if not fitting:
         return False, f"needs {wanted}, found {hw.gpus[0].name}"
-    if len(fitting) < spec.count:
-        return False, f"needs {spec.count} GPUs ({wanted}), found {len(fitting)}"
+    per_node = spec.count // max(1, getattr(spec, "nodes", 1))
+    if len(fitting) < per_node:
+        return False, f"needs {per_node} GPUs ({wanted}) on this machine, found {len(fitting)}"
     gpu = fitting[0]
     if spec.compute_capability and gpu.compute_capability not in spec.compute_capability:
         return False, (f"needs compute capability {' or '.join(spec.compute_capability)}, "

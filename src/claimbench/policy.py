@@ -10,7 +10,7 @@ import difflib
 import gc
 import multiprocessing as mp
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
@@ -18,6 +18,7 @@ from pydantic import BaseModel, ValidationError
 
 from . import expr
 from .claim import POLICY_FIELDS, Claim
+from .precision import default_halfwidth
 from .problem import Problem
 from .rules import check_kernel_source
 from .srcgraph import impl_refs, parse, split_ref, top_level_names
@@ -40,6 +41,7 @@ class CheckResult:
     path: str
     claim: Optional[Claim]
     problems: tuple[Problem, ...] = field(default_factory=tuple)
+    notes: tuple[Problem, ...] = field(default_factory=tuple)  # allowed, but shown: loosened bounds and why
 
     @property
     def ok(self) -> bool:
@@ -61,7 +63,7 @@ def check_file(path: Path, root: Path, listing=None) -> CheckResult:
     except ValidationError as e:
         return CheckResult(shown, None, tuple(_from_pydantic(e, doc)))
     problems = semantic(claim, doc, path, root, listing)
-    return CheckResult(shown, claim, tuple(problems))
+    return CheckResult(shown, claim, tuple(problems), _precision_notes(claim, doc))
 
 
 def _shown(path: Path, root: Path) -> str:
@@ -157,6 +159,7 @@ def semantic(claim: Claim, doc: Document, path: Path, root: Path, listing) -> li
         refs_ok &= _ref(ref, root, kernels, keypath, add)
     _expressions(claim, add)
     _tolerances(claim, add)
+    _precision(claim, add)
     if claim.hardware.device == "cuda" and not claim.workload.bytes:
         add(("workload", "bytes"), "a cuda claim needs `workload.bytes` (the fewest bytes that must move): the physics floor is computed from it")
     if claim.hardware.device == "cpu" and claim.kernel.backend == "cupy":
@@ -233,6 +236,26 @@ def _tolerances(claim: Claim, add) -> None:
                 "tighten it, or explain why in `correctness.tolerance_reason`")
 
 
+def _precision(claim: Claim, add) -> None:
+    c = claim.claimed
+    default = default_halfwidth(claim.hardware.device)
+    if c.max_ci_halfwidth is not None and c.max_ci_halfwidth > default and not c.precision_reason:
+        add(("claimed", "max_ci_halfwidth"), f"{c.max_ci_halfwidth:g} is looser than the {claim.hardware.device} default "
+            f"{default:g}; tighten it, or explain why in `claimed.precision_reason`")
+
+
+def _precision_notes(claim: Claim, doc: Document) -> tuple[Problem, ...]:
+    """A loosened CI bound passes the gate with its reason, which `check` prints for a reviewer."""
+    c = claim.claimed
+    default = default_halfwidth(claim.hardware.device)
+    if c.max_ci_halfwidth is None or c.max_ci_halfwidth <= default or not c.precision_reason:
+        return ()
+    reason = " ".join("".join(ch if ch.isprintable() else " " for ch in c.precision_reason).split())
+    return (Problem(doc.path, doc.line_of(("claimed", "precision_reason")), "claimed.precision_reason",
+                    f"loosened: max_ci_halfwidth {c.max_ci_halfwidth:g} (the {claim.hardware.device} default is "
+                    f"{default:g}), because: {reason}"),)
+
+
 def _check_many(paths: list[Path], root: Path, listing) -> list[tuple[str, CheckResult]]:
     return [(str(p), check_file(p, root, listing)) for p in paths]
 
@@ -291,7 +314,7 @@ def _unique_ids(results: list[CheckResult]) -> list[CheckResult]:
     for r in results:
         if r.claim is not None:
             if r.claim.id in first:
-                r = CheckResult(r.path, r.claim, r.problems + (Problem(r.path, 1, "id", f"`{r.claim.id}` is also the id of {first[r.claim.id]}; ids are unique"),))
+                r = replace(r, problems=r.problems + (Problem(r.path, 1, "id", f"`{r.claim.id}` is also the id of {first[r.claim.id]}; ids are unique"),))
             else:
                 first[r.claim.id] = r.path
         out.append(r)

@@ -20,11 +20,15 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from .errors import UserError
 from .jsonio import loads_json
+from .precision import evidence_fields
 from .verdict import Evidence, Samples
 
 SCHEMA_VERSION = 2
-PROTOCOL_VERSION = 3  # 2: per-sample perturbation, CPU calls timed alone from 50 us; 3: pinned host allocator
-MIN_PROTOCOL_VERSION = 3
+# 2: per-sample perturbation, CPU calls timed alone from 50 us; 3: pinned host allocator;
+# 4: the judge and the clock out of the kernel's process (orchestrator, task/kernel/baseline sides),
+#    CI precision and machine load part of `verified`, rounds until the CI is narrow enough
+PROTOCOL_VERSION = 4
+MIN_PROTOCOL_VERSION = 4
 
 
 class SideTiming(BaseModel):
@@ -97,6 +101,7 @@ class Record(BaseModel):
             blockers=tuple(self.blockers), kernel=side(self.kernel), baseline=side(self.baseline),
             floor_us=self.floor_us, floor_term=self.floor_term, throttled_majority=self.throttled_majority,
             tensor_bytes=self.tensor_bytes,
+            **evidence_fields(self.protocol_version, self.protocol, self.hardware, self.claimed),
         )
 
     @property

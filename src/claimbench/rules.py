@@ -1,8 +1,11 @@
 """Static rules on a kernel's source, read with ``ast`` before anything runs.
 
 They catch the cheats that are visible in the text: calling the baseline, calling a forbidden
-op, patching timers or torch, and reaching the harness's memory through ``gc``, ``ctypes`` or
-frame inspection. The dispatch trace in ``guard.py`` catches what the text hides.
+op, patching timers, torch or the harness, reaching the interpreter through ``gc``, ``ctypes``,
+tracers or frames, and starting, signalling or detaching processes. They are a first filter that
+gives a good message early; the guarantee is the process design (the judge, the clock and the
+records live where claim code cannot reach), and the dispatch trace in side/trace.py records what
+the text hides.
 """
 
 from __future__ import annotations
@@ -15,16 +18,29 @@ from .claim import Claim
 from .problem import Problem
 from .srcgraph import closure, module_file, parse, split_ref
 
-BANNED_MODULES = {"gc", "ctypes", "inspect", "importlib", "builtins", "cffi", "_ctypes"}
+BANNED_MODULES = {"gc", "ctypes", "inspect", "importlib", "builtins", "cffi", "_ctypes", "claimbench",
+                  "subprocess", "multiprocessing", "signal", "pty", "psutil", "traceback", "_thread"}
 BANNED_CALLS = {"__import__", "eval", "exec", "compile", "globals", "vars", "setattr", "delattr"}
 BANNED_ATTRS = {("sys", "modules"), ("sys", "_getframe"), ("sys", "settrace"), ("sys", "setprofile"),
-                ("threading", "settrace"), ("threading", "setprofile")}
-PROTECTED_ROOTS = ("time", "torch", "triton", "numpy", "cupy")
+                ("sys", "gettrace"), ("sys", "getprofile"), ("sys", "_current_frames"), ("sys", "exc_info"),
+                ("sys", "exception"), ("threading", "settrace"), ("threading", "setprofile"),
+                ("threading", "gettrace"), ("threading", "getprofile")}
+# process control: a kernel has no business starting, signalling, renicing or pinning processes
+BANNED_OS = {"kill", "killpg", "getppid", "fork", "forkpty", "setsid", "setpgid", "setpgrp", "system", "popen",
+             "sched_setaffinity", "setpriority", "nice", "utime", "posix_spawn", "posix_spawnp", "pidfd_open",
+             "execv", "execve", "execl", "execle", "execlp", "execlpe", "execvp", "execvpe",
+             "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe"}
+FRAME_ATTRS = ("__globals__", "__code__", "f_back", "f_locals", "f_globals", "f_code", "tb_frame", "gi_frame",
+               "cr_frame", "ag_frame", "__builtins__", "__subclasses__", "__dict__")
+PROTECTED_ROOTS = ("time", "torch", "triton", "numpy", "cupy", "claimbench")
 
 
 def aliases(tree: ast.Module) -> dict[str, str]:
-    """Local name -> dotted module or object it stands for."""
+    """Local name -> dotted module or object it stands for: imports, and plain assignments of
+    those (`_T = torch`, `F = torch.nn.functional`, chains of them), so `_T.softmax = ...` is
+    seen as an assignment to `torch.softmax`."""
     out: dict[str, str] = {}
+    assigns: list[tuple[str, ast.AST]] = []
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             for a in node.names:
@@ -32,6 +48,20 @@ def aliases(tree: ast.Module) -> dict[str, str]:
         elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
             for a in node.names:
                 out[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            assigns += [(t.id, node.value) for t in targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.NamedExpr) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            assigns.append((node.target.id, node.value))
+    for _ in range(4):  # chains of aliases settle in a few passes
+        grew = False
+        for name, value in assigns:
+            d = dotted(value, out)
+            if d and d.split(".")[0] in PROTECTED_ROOTS and out.get(name) != d:
+                out[name] = d
+                grew = True
+        if not grew:
+            break
     return out
 
 
@@ -130,14 +160,23 @@ def _module_facts(path: Path, mtime_ns: int) -> tuple:
             mods = [node.module.split(".")[0]]
         for m in mods:
             if m in BANNED_MODULES:
-                out.append(("fixed", node.lineno, f"imports `{m}`, which can reach the harness's memory or code; kernels may not use it", None))
+                out.append(("fixed", node.lineno, f"imports `{m}`, which can reach the harness, the interpreter or other "
+                            "processes; kernels may not use it", None))
+        if isinstance(node, ast.ImportFrom) and node.module == "os":
+            for a in node.names:
+                if a.name in BANNED_OS:
+                    out.append(("fixed", node.lineno, f"imports `os.{a.name}`: kernels may not start, signal, renice "
+                                "or pin processes, or change file times", None))
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BANNED_CALLS:
             out.append(("fixed", node.lineno, f"calls `{node.func.id}()`, which hides what the kernel touches; write the call out", None))
         if isinstance(node, ast.Attribute):
             d = dotted(node, al) or ""
             if any(d == f"{a}.{b}" or d.startswith(f"{a}.{b}.") for a, b in BANNED_ATTRS):
                 out.append(("fixed", node.lineno, f"uses `{d}`, which reaches into the interpreter's state; kernels may not", None))
-            if node.attr in ("__globals__", "__code__", "f_back", "f_locals", "f_globals", "__builtins__", "__subclasses__", "__dict__"):
+            if d.split(".")[:1] == ["os"] and node.attr in BANNED_OS:
+                out.append(("fixed", node.lineno, f"uses `{d}`: kernels may not start, signal, renice or pin "
+                            "processes, or change file times", None))
+            if node.attr in FRAME_ATTRS:
                 out.append(("fixed", node.lineno, f"uses `.{node.attr}`, which reaches into the interpreter's state; kernels may not", None))
         if isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__", "__spec__"):
             out.append(("fixed", node.lineno, f"uses `{node.id}`, which reaches around the import rules; kernels may not", None))

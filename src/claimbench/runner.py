@@ -14,10 +14,15 @@ from typing import Callable, Optional
 from . import __version__, backends, expr
 from .hardware import Hardware, blockers, matches
 from .policy import check_file
-from .record import Record, sha256_file, utc_now, write_record
+from .precision import evidence_fields
+from .record import PROTOCOL_VERSION, Record, sha256_file, utc_now, write_record
 from .seeds import draw_seeds
 from .srcgraph import claim_sources
 from .status import Status
+from .run import filecensus
+from .run.job import Job
+from .run.orchestrate import orchestrate
+from .run.sandbox import default_max_memory
 from .verdict import Evidence, Samples, decide
 
 CPU_CHECK_DTYPES = ("float64", "float32", "float16", "int64", "int32", "int8", "uint8")  # what CPU torch computes
@@ -33,7 +38,12 @@ class RunOptions:
     progress: Optional[Callable[[str], None]] = None
     timing: dict = field(default_factory=dict)
     ceilings_cache: Optional[Path] = None
-    threads: Optional[int] = None  # CPU threads for the child (torch and OpenMP); None: all cores
+    threads: Optional[int] = None  # CPU threads for the sides (torch and OpenMP); None: all cores
+    sandbox: str = "auto"           # auto | bwrap | none
+    node_rank: int = 0              # multi-node claims: this machine's place, and where rank 0 listens
+    master_addr: Optional[str] = None
+    master_port: Optional[int] = None
+    max_memory_bytes: Optional[int] = None  # RLIMIT_AS of each CPU side; None: 3/4 of the machine
 
 
 @dataclass(frozen=True)
@@ -57,34 +67,29 @@ def run_claims(paths: list[Path], root: Path, opts: RunOptions, hw: Optional[Har
     its torch import overlaps detection and checking; ``select`` may narrow the claims once the
     hardware is known."""
     from .detect import detect
-    from .execute import ClaimProcess
     from .project import load_listing
+    from .run.servers import Servers
 
-    early = ClaimProcess(root, _thread_env(opts)) if paths else None
     outcomes = []
-    try:
+    with Servers(root, opts) as servers:
+        if paths:
+            servers.start_early()  # its torch import overlaps detection and checking
         hw = hw or detect(root)
         paths = select(paths, hw) if select else paths
         listing = load_listing(root)
         opts.progress and opts.progress(f"hardware: {hw.name} ({hw.device}); {len(paths)} claim(s)")
         for p in paths:
-            outcomes.append(run_one(p, root, hw, opts, listing=listing, started=early))
-            if early is not None and not early.used:
-                early.discard()
-            early = None
-    finally:
-        if early is not None and not early.used:
-            early.discard()
+            outcomes.append(run_one(p, root, hw, opts, listing=listing, servers=servers))
     return hw, outcomes
 
 
-def _thread_env(opts: RunOptions) -> dict:
-    return {"OMP_NUM_THREADS": str(opts.threads)} if opts.threads else {}
-
-
 def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listing=None,
-            started=None) -> Outcome:
-    """One claim; ``started``, a ClaimProcess begun before the claim was known, runs it."""
+            servers=None) -> Outcome:
+    """One claim; ``servers`` holds the fork servers of this run (one is made when absent)."""
+    if servers is None:
+        from .run.servers import Servers
+        with Servers(root, opts) as own:
+            return run_one(claim_path, root, hw, opts, listing=listing, servers=own)
     say = opts.progress or (lambda msg: None)
     checked = check_file(Path(claim_path), root, listing)
     if not checked.ok:
@@ -104,69 +109,109 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
     kpath = root / claim.kernel.impl.rpartition(":")[0]
     names = [claim.kernel.backend or backends.infer(kpath), claim.baseline.backend or backends.infer(root / claim.baseline.impl.rpartition(":")[0])]
     seeds = draw_seeds(claim.correctness.trials)
-    job = {"root": str(root), "claim": claim.model_dump(mode="json"), "device": device, "dtype": dtype,
-           "mode": "measured" if ok else "correctness-only", "seeds": seeds, "hardware": hw.to_dict(),
-           "timing": {**opts.timing, "hot": opts.hot or None},
-           "log_path": str(opts.results / ".cache" / "logs" / f"{claim.id}.log")}
     say(f"{claim.id}: {'measuring on ' + hw.name if ok else 'correctness on CPU (' + why + ')'}")
-    if ok:
-        say(f"{claim.id}: ceilings for {hw.name}")
-    ceilings = None
-    if ok:
-        from .ceilings import load_cached
-        from .execute import run_ceilings
-        cache = opts.ceilings_cache or (opts.results / ".cache")
-        dtypes = sorted({dtype, "float32"})
-        try:
-            known = load_cached(cache, hw, tuple(dtypes))
-            if known is None and started is not None:
-                started.wait_ready()  # its imports must not share the cores with the measurement
-            ceilings = known.to_dict() if known is not None else run_ceilings(hw.to_dict(), dtypes, cache, env_extra={})
-        except Exception as e:  # no ceilings, no floor and no sol_fraction: said in the record
-            say(f"{claim.id}: {e}")
-    say(f"{claim.id}: starting the claim's process")
-    records_before = _tree_state(opts.results / "records")
-    results = []
+    ceilings = _ceilings(claim, hw, opts, dtype, servers, say) if ok else None
+    stop = _precision_stop(claim, hw, device, dtype, ceilings) if ok else None
+    sandbox = servers.sandbox(cuda=device == "cuda")
+    run_id = new_run_id()
+    log_path = opts.results / ".cache" / "logs" / f"{claim.id}-{run_id}.log"
+    log_path.parent.mkdir(parents=True, exist_ok=True)
+    job = Job(claim=claim, root=root, device=device, dtype=dtype, measured=ok, seeds=seeds,
+              timing={**opts.timing}, hot=opts.hot, hardware=hw.to_dict(), env=backends.child_env(names, device),
+              threads=opts.threads, timeout_s=opts.timeout_s, log_path=log_path,
+              max_memory_bytes=opts.max_memory_bytes or default_max_memory())
+    watched = [root] + ([opts.results] if not Path(opts.results).resolve().is_relative_to(root.resolve()) else [])
+    before = {str(w): filecensus.snapshot(w) for w in watched}
+    runs = []
     for i in range(max(1, opts.repeat) if ok else 1):
+        say(f"{claim.id}: starting its processes" + (f" (repeat {i + 1}/{opts.repeat})" if opts.repeat > 1 else ""))
         if claim.hardware.count > 1:
-            from .distributed import run_distributed
-            if started is not None and not started.used:
-                started.discard()  # ranks are separate processes
-            res = run_distributed(job, claim.hardware.count, opts.timeout_s,
-                                  progress=lambda m: say(f"{claim.id}: {m}"), env_extra=backends.child_env(names, device))
+            from .run.launch import Nodes, launch
+            nodes = Nodes(claim.hardware.nodes, opts.node_rank, opts.master_addr, opts.master_port)
+            run = launch(job, claim.hardware.count, nodes, opts.sandbox, run_id, lambda msg: say(f"{claim.id}: {msg}"))
         else:
-            from .execute import run_child
-            env = {**backends.child_env(names, device), **_thread_env(opts)}
-            res = run_child(job, env_extra=env, timeout_s=opts.timeout_s, cwd=root,
-                            progress=lambda m: say(f"{claim.id}: {m}"), started=started if i == 0 else None)
-        results.append(res)
-        if res.get("outcome") or (res.get("correctness") or {}).get("passed") is not True:
+            run = orchestrate(job, servers.get(sandbox), lambda msg: say(f"{claim.id}: {msg}"), stop=stop).to_dict()
+        runs.append(run)
+        if run.get("outcome") or (run.get("correctness") or {}).get("passed") is not True:
             break
-    if _tree_state(opts.results / "records") != records_before:
-        results.append({"outcome": "error", "outcome_reason": "the claim's process wrote into the results folder; only the parent writes records"})
-    for res in results:
+    touched = _undo_file_changes(root, watched, before, opts.results)
+    if touched:
+        runs.append({"outcome": "error", "outcome_reason": "the claim's processes changed files they must not touch: "
+                     + ", ".join(touched[:5]) + ("" if len(touched) <= 5 else f" and {len(touched) - 5} more")
+                     + " (restored from git or moved to results/.quarantine)"})
+    for res in runs:
         res["ceilings"] = ceilings
-    rec = build_record(claim, Path(claim_path), root, hw, results, matched=(ok, why), dtype=dtype, device=device)
+        res["sandbox"] = sandbox.kind if sandbox.kind == "bwrap" else f"none: {sandbox.why}"
+    rec = build_record(claim, Path(claim_path), root, hw, runs, matched=(ok, why), dtype=dtype, device=device)
     path = write_record(opts.results, rec)
-    try:
-        from .index import append_index
-        append_index(opts.results, path, rec)
-    except ImportError:
-        pass
+    from .index import append_index
+    append_index(opts.results, path, rec)
     return Outcome(claim.id, Path(claim_path), Status(rec.verdict), rec.reason, path, rec.value, rec.ci_low,
                    rec.ci_high, claim.claimed.metric, claim.claimed.value, hw.name)
 
 
-def _tree_state(folder: Path) -> dict:
-    """Folder modification times under results/records: a new or removed record shows here."""
-    if not folder.is_dir():
-        return {}
-    state = {str(folder): folder.stat().st_mtime_ns}
-    with os.scandir(folder) as it:
-        for e in it:
-            if e.is_dir(follow_symlinks=False):
-                state[e.path] = e.stat(follow_symlinks=False).st_mtime_ns
-    return state
+def new_run_id() -> str:
+    import secrets
+    import time as _time
+    return _time.strftime("%Y%m%dT%H%M%SZ", _time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def _precision_stop(claim, hw: Hardware, device: str, dtype: str, ceilings: Optional[dict]):
+    """The stopping rule: rounds go on until the claim's CI is narrow enough (or time runs out)."""
+    from .run.stopping import PrecisionStop
+    params = dict(claim.workload.params)
+    flops = expr.evaluate(claim.workload.flops, params) if claim.workload.flops else None
+    nbytes = expr.evaluate(claim.workload.bytes, params) if claim.workload.bytes else None
+    floor = None
+    if ceilings and claim.claimed.metric == "sol_fraction":
+        from .ceilings import Ceilings, floor_us
+        floor, _ = floor_us(flops, nbytes, Ceilings.from_dict(ceilings), dtype, cold=device == "cuda",
+                            working_set_bytes=float(nbytes or 0), cache_bytes=0.0)
+    return PrecisionStop(claim.claimed.metric, device, getattr(claim.claimed, "max_ci_halfwidth", None),
+                         flops, nbytes, floor)
+
+
+def _ceilings(claim, hw: Hardware, opts: RunOptions, dtype: str, servers, say) -> Optional[dict]:
+    """Measured (or cached) ceilings, from a process that never imports claim code."""
+    from .ceilings import cache_dir, load_cached
+    from .run.ceilings_process import run_ceilings
+    cache = cache_dir(opts.ceilings_cache)
+    dtypes = sorted({dtype, "float32"})
+    try:
+        known = load_cached(cache, hw, tuple(dtypes))
+        if known is not None:
+            return known.to_dict()
+        say(f"{claim.id}: measuring the machine's ceilings for {hw.name}")
+        servers.wait_ready()  # its imports must not share the cores with the measurement
+        return run_ceilings(hw.to_dict(), dtypes, cache, env_extra={}, progress=lambda m: say(f"{claim.id}: ceilings: {m}"))
+    except Exception as e:  # no ceilings, no floor and no sol_fraction: said in the record
+        say(f"{claim.id}: {e}")
+        return None
+
+
+def _undo_file_changes(root: Path, watched: list[Path], before: dict, results: Path) -> list[str]:
+    touched: list[str] = []
+    for w in watched:
+        changed, planted, removed = filecensus.changes(before[str(w)], filecensus.snapshot(w))
+        if changed or planted or removed:
+            touched += [os.path.relpath(p, root) for p in changed + planted + removed]
+            filecensus.undo(w, changed, planted, removed, Path(results) / ".quarantine")
+    return touched
+
+
+def _machine_load(results: list[dict], hw: Hardware, device: str) -> dict:
+    """Other processes' share of the machine while timed, over every process of the run (weighted
+    by their wall time), and the other processes seen on the claim's GPUs."""
+    loads = [r["load"] for r in results if r.get("load")]
+    wall = sum(x["wall_s"] for x in loads)
+    frac = sum(x["other_cpu_fraction"] * x["wall_s"] for x in loads) / wall if wall > 0 else None
+    gpus = max((len(g.other_processes) for g in hw.gpus), default=0) if device == "cuda" else None
+    return {"other_cpu_fraction": None if frac is None else round(frac, 4), "other_gpu_processes": gpus}
+
+
+def _host_allocator() -> dict:
+    from .run.servers import HOST_ALLOCATOR_ENV
+    return {k: os.environ.get(k, v) for k, v in HOST_ALLOCATOR_ENV.items()}
 
 
 def _blockers(hw: Hardware, ok: bool, device: str, timing: dict) -> tuple:
@@ -229,6 +274,7 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
         floor, term = floor_us(flops, nbytes, Ceilings.from_dict(ceil), dtype, cold=timing.get("mode") == "cold",
                                working_set_bytes=float(tensor_bytes or 0), cache_bytes=float(cache or 0))
     throttled = any(bool((r.get("timing") or {}).get("throttled_majority")) for r in results)
+    load = _machine_load(results, hw, device)
     ev = Evidence(
         metric=claim.claimed.metric, claimed_value=claim.claimed.value, tolerance=claim.claimed.tolerance,
         flops=flops, bytes=nbytes, outcome=outcome, outcome_reason=outcome_reason, rejections=tuple(rejections),
@@ -236,10 +282,11 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
         hardware_match=ok, hardware_reason=why, blockers=_blockers(hw, ok, device, timing),
         kernel=Samples(k["samples_us"], k["rounds"], k["processes"]) if k["samples_us"] else None,
         baseline=Samples(b["samples_us"], b["rounds"], b["processes"]) if b["samples_us"] else None,
-        floor_us=floor, floor_term=term, throttled_majority=throttled, tensor_bytes=tensor_bytes)
+        floor_us=floor, floor_term=term, throttled_majority=throttled, tensor_bytes=tensor_bytes,
+        **evidence_fields(PROTOCOL_VERSION, {"device": device, "machine_load": load}, {}, claim.claimed.model_dump()))
     v = decide(ev)
     sources = {p for p in claim_sources(root, claim)}
-    sources |= {(root / rel).resolve() for r in results for rel in r.get("loaded_sources", [])}
+    sources |= {(root / rel).resolve() for r in results for rel in (r.get("sources") or r.get("loaded_sources") or [])}
     kernels_dir = (root / "kernels").resolve()
     hashes = {str(p.relative_to(root.resolve())): sha256_file(p) for p in sorted(sources)
               if p.is_file() and p.is_relative_to(kernels_dir)}
@@ -248,7 +295,10 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
     protocol.update(device=device, dtype=dtype, repeat=len(results), timed_checks=last.get("timed_checks"),
                     dropped_throttled={s: ((last.get("timing") or {}).get(s) or {}).get("dropped_throttled", 0) for s in ("kernel", "baseline")},
                     autotune=last.get("autotune"), torch_threads=last.get("torch_threads"), topology=last.get("topology"),
-                    host_allocator=last.get("host_allocator"))
+                    host_allocator=last.get("host_allocator") or _host_allocator(),
+                    sandbox=last.get("sandbox"), bracket=last.get("bracket"), machine_load=load,
+                    census=last.get("census"), output_read=last.get("output_read"),
+                    side_versions=last.get("versions"))
     seeds = last.get("seeds") or {}
     return Record(
         claim_id=claim.id, created_utc=utc_now(), harness_version=__version__,

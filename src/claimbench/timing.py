@@ -206,10 +206,15 @@ class _Side:
             calls_per_block=calls_per_block, throttled_majority=len(self.dropped) * 2 > self.taken)
 
 
-def _stop_reason(acc: dict[str, _Side], cfg: TimingConfig, elapsed_s: float) -> Optional[str]:
+def _stop_reason(acc: dict[str, _Side], cfg: TimingConfig, elapsed_s: float,
+                 enough: Optional[Callable[[dict[str, "_Side"]], Optional[str]]] = None) -> Optional[str]:
     if all(len(a.kept) >= cfg.min_samples for a in acc.values()):
+        if enough is not None:  # the claim's own criterion (the CI of its metric), instead of the rse
+            why = enough(acc)
+            if why:
+                return why
         rses = [rse_of_median(a.kept) for a in acc.values()]
-        if all(r is not None and r < cfg.target_rse for r in rses):
+        if enough is None and all(r is not None and r < cfg.target_rse for r in rses):
             return f"rse {max(rses) * 100:.2f}% < {cfg.target_rse * 100:g}%"
     if any(a.taken >= cfg.max_samples for a in acc.values()):
         return "max samples"
@@ -221,13 +226,15 @@ def _stop_reason(acc: dict[str, _Side], cfg: TimingConfig, elapsed_s: float) -> 
 def measure_pair(kernel: Callable[[], Any], baseline: Callable[[], Any], timer: Timer,
                  config: TimingConfig, *, hooks: Any = None,
                  progress: Optional[Callable[[str, str], None]] = None,
-                 clock: Callable[[], float] = _MONOTONIC) -> PairTiming:
+                 clock: Callable[[], float] = _MONOTONIC,
+                 enough: Optional[Callable[[dict[str, "_Side"]], Optional[str]]] = None) -> PairTiming:
     """Time kernel against baseline in paired, interleaved rounds.
 
     hooks (optional methods): before_round(r) before each timed round (the worker rewrites
     input contents there); before_sample(side, r) before each sample, ahead of the L2 flush;
     after_sample(side, r, out) with the sample's output after the timed region. No reference
-    to an output is kept here once the hook returns.
+    to an output is kept here once the hook returns. ``enough(acc)``, when given, replaces the
+    relative-standard-error rule: a reason to stop (the claim's CI is narrow enough) or None.
     """
     fns = {"kernel": kernel, "baseline": baseline}
     say = progress or (lambda phase, detail: None)
@@ -271,7 +278,7 @@ def measure_pair(kernel: Callable[[], Any], baseline: Callable[[], Any], timer: 
                 del out
         r += 1
         say("timing", f"round {r} ({acc['kernel'].taken + acc['baseline'].taken} samples)")
-        reason = _stop_reason(acc, config, clock() - t1)
+        reason = _stop_reason(acc, config, clock() - t1, enough)
 
     cpb = {side: timer.calls_per_block.get(side, 1) for side in SIDES}
     k, b = acc["kernel"].freeze(cpb["kernel"]), acc["baseline"].freeze(cpb["baseline"])

@@ -4,6 +4,9 @@ The measured value comes from paired, interleaved rounds; its 95% CI from a boot
 resamples processes (``--repeat``) and then rounds within them, so drift and run-to-run variance
 widen the interval instead of hiding in it. The bootstrap seed is fixed: the same samples always
 give the same CI, which is what makes a hand-edited record detectable.
+
+From protocol 4 on, `verified` also needs a narrow CI and a quiet machine (``precision.py``);
+older records keep the rules they were made under.
 """
 
 from __future__ import annotations
@@ -12,6 +15,7 @@ import math
 from dataclasses import asdict, dataclass, field
 from typing import Optional, Sequence
 
+from . import precision
 from .bootstrap import MIN_ROUNDS, Request, Samples, bootstrap_ci, bootstrap_many, median, metric_value
 from .status import Status
 
@@ -44,6 +48,12 @@ class Evidence:
     floor_term: str = ""
     throttled_majority: bool = False
     tensor_bytes: Optional[float] = None
+    # the precision and load rules (precision.py) decide records of protocol_version >= 4 only
+    protocol_version: Optional[int] = None
+    device: str = ""                           # "cuda" | "cpu": which default CI bound applies
+    max_ci_halfwidth: Optional[float] = None   # the claim's own bound; None: the device's default
+    other_cpu_fraction: Optional[float] = None  # other processes' share of all cores during the timed rounds
+    other_gpu_processes: Optional[int] = None   # other processes seen on the claim's GPUs during them
 
 
 @dataclass(frozen=True)
@@ -121,8 +131,20 @@ def _from_timing(ev: Evidence, value: float, low: float, high: float) -> Verdict
     v = dict(value=value, ci_low=low, ci_high=high)
     if ev.throttled_majority:
         return Verdict(Status.INCONCLUSIVE, f"most samples were dropped for throttling; {shown}", **v)
-    if ok and ev.blockers:
-        return Verdict(Status.INCONCLUSIVE, f"would verify, but {'; '.join(ev.blockers)} blocks verified; {shown}", **v)
+    blockers = list(ev.blockers)
+    if precision.applies(ev.protocol_version):
+        busy = precision.busy_reason(ev.device, ev.other_cpu_fraction)
+        if busy:  # a refutation drawn from the neighbours' work is no better than a verification
+            return Verdict(Status.INCONCLUSIVE, f"{busy}; {shown}", **v)
+        frac = precision.halfwidth_fraction(value, low, high)
+        limit = precision.max_halfwidth(ev.device, ev.max_ci_halfwidth)
+        shown += f" ±{frac:.1%}"
+        sharing = precision.gpu_sharing_reason(ev.device, ev.other_gpu_processes)
+        blockers += [sharing] if sharing else []
+        if ok and not blockers and frac > limit:
+            return Verdict(Status.INCONCLUSIVE, f"{precision.too_wide_reason(frac, limit, ev.device, ev.max_ci_halfwidth)}; {shown}", **v)
+    if ok and blockers:
+        return Verdict(Status.INCONCLUSIVE, f"would verify, but {'; '.join(blockers)} blocks verified; {shown}", **v)
     if ok:
         return Verdict(Status.VERIFIED, shown, published_value=value, **v)
     if bad:

@@ -38,13 +38,17 @@ def run(args) -> int:
     if args.format == "json":
         json.dump({"checked": len(results), "rejected": len(bad),
                    "claims": [{"path": r.path, "id": r.claim.id if r.claim else None, "ok": r.ok,
-                               "problems": [p.to_dict() for p in r.problems]} for r in results]},
+                               "problems": [p.to_dict() for p in r.problems],
+                               "notes": [n.to_dict() for n in r.notes]} for r in results]},
                   sys.stdout, indent=2)
         print()
     else:
         for r in bad:
             for p in r.problems:
                 print(p)
+        for r in results:  # allowed, but a reviewer reads why
+            for n in r.notes:
+                print(n)
         print(f"{len(results)} claim{'s' if len(results) != 1 else ''} checked: "
               f"{len(results) - len(bad)} passed, {len(bad)} rejected")
     return EXIT_FAILED if bad else EXIT_OK

@@ -24,13 +24,20 @@ def register(sub) -> None:
     p.add_argument("--warmup-s", type=float, default=None, help="warm-up time per claim")
     p.add_argument("--timing", choices=("gate", "report"), default="gate",
                    help="report: timing verdicts (refuted, inconclusive) do not fail the run")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for the claim's process (default: all cores)")
-    p.add_argument("--quiet", action="store_true")
-    try:
-        from ..ci_options import add_ci_options
-        add_ci_options(p)
-    except ImportError:
-        pass
+    p.add_argument("--threads", type=int, default=None, help="CPU threads for each side process (default: all cores)")
+    p.add_argument("--sandbox", choices=("auto", "bwrap", "none"), default="auto",
+                   help="run the claims' processes inside bubblewrap: auto (when it works here), bwrap (required), none")
+    p.add_argument("--max-memory", type=float, default=None, metavar="GIB",
+                   help="address-space limit of each CPU side process in GiB (default: 3/4 of the machine)")
+    p.add_argument("--ceilings", default=None, metavar="DIR",
+                   help="folder for the measured ceilings cache (default: $XDG_CACHE_HOME/claimbench)")
+    p.add_argument("--node-rank", type=int, default=0,
+                   help="multi-node claims: this machine's node rank (Slurm: $SLURM_NODEID)")
+    p.add_argument("--master-addr", default=None, help="multi-node claims: the host of node 0")
+    p.add_argument("--master-port", type=int, default=None, help="multi-node claims: a free port on node 0")
+    p.add_argument("--quiet", action="store_true", help="print no progress lines, only the table (or JSON)")
+    from ..ci_options import add_ci_options
+    add_ci_options(p)
     p.set_defaults(func=run)
 
 
@@ -51,13 +58,13 @@ def run(args) -> int:
     say = (lambda msg: None) if args.quiet else _Progress(t0)
     opts = RunOptions(results=results, timeout_s=args.timeout_s, repeat=args.repeat, hot=args.hot,
                       hardware_only=getattr(args, "hardware_only", False), progress=say,
-                      timing={"max_time_s": args.max_time_s, "warmup_s": args.warmup_s}, threads=args.threads)
+                      timing={"max_time_s": args.max_time_s, "warmup_s": args.warmup_s}, threads=args.threads,
+                      sandbox=args.sandbox, ceilings_cache=Path(args.ceilings) if args.ceilings else None,
+                      max_memory_bytes=int(args.max_memory * (1 << 30)) if args.max_memory else None,
+                      node_rank=args.node_rank, master_addr=args.master_addr, master_port=args.master_port)
 
     def select(found, hw):
-        try:
-            from ..ci_options import select_for_ci
-        except ImportError:
-            return found
+        from ..ci_options import select_for_ci
         return select_for_ci(args, found, root, hw)
 
     hw, outcomes = run_claims(paths, root, opts, select=select)

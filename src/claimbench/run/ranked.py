@@ -1,7 +1,7 @@
-"""What rank 0 reports for a multi-rank claim: every rank's correctness merged, and the topology.
+"""What the orchestrators of a multi-rank claim report as one: correctness merged, topology.
 
-A trial passes only if it passed on every rank, and a failure names the rank. The topology is
-what a reader needs to compare a collective's number: world size, backend, NCCL version, the GPUs,
+A trial passes only if it passed on every rank, and a failure names the rank. The topology is what
+a reader needs to compare a collective's number: world size, nodes, backend, NCCL version, the GPUs,
 and whether they talk over NVLink or PCIe (NVML's P2P status between every pair).
 """
 
@@ -11,7 +11,7 @@ from itertools import zip_longest
 from typing import Any
 
 
-def merge_correctness(per_rank: list[dict], device: str, dtype: str) -> dict:
+def merge_correctness(per_rank: list[dict], device: str, dtype: str, rejections: list[str] = ()) -> dict:
     """One correctness block from every rank's: a trial passes only if it passed on all ranks."""
     trials = []
     for rows in zip_longest(*[c.get("trials", []) for c in per_rank]):
@@ -28,14 +28,13 @@ def merge_correctness(per_rank: list[dict], device: str, dtype: str) -> dict:
                    ranks=[{"rank": k, "seed": r.get("seed") if r else None, "passed": bool(ok[k]),
                            "reason": (r or {}).get("reason", "did not run")} for k, r in enumerate(rows)])
         trials.append(row)
-    rejections = tagged([c.get("rejections", []) for c in per_rank])
     passed: Any = None if rejections else all(c.get("passed") is True for c in per_rank)
     if passed:
         reason = f"{len(trials)} checks passed on each of {len(per_rank)} ranks ({device}, {dtype})"
     else:
         k = next((k for k, c in enumerate(per_rank) if c.get("passed") is not True), 0)
         reason = f"rank {k}: {per_rank[k].get('reason', '')}"
-    return {"passed": passed, "reason": reason, "trials": trials, "rejections": rejections}
+    return {"passed": passed, "reason": reason, "trials": trials}
 
 
 def tagged(lists: list[list[str]]) -> list[str]:
@@ -48,37 +47,11 @@ def tagged(lists: list[list[str]]) -> list[str]:
     return [x if len(ks) == n else f"rank {','.join(map(str, ks))}: {x}" for x, ks in seen.items()]
 
 
-def nvml_for(props) -> dict:
-    """This rank's NVML handle index, matched by UUID (NVML ignores CUDA_VISIBLE_DEVICES)."""
-    try:
-        from .detect import Nvml
-        nv = Nvml.open()
-        want = str(getattr(props, "uuid", "")).lower().removeprefix("gpu-")
-        for i in range(nv.count() if nv else 0):
-            u = str(nv.device_info(i).get("uuid") or "").lower().removeprefix("gpu-")
-            if want and u == want:
-                return {"nvml": nv, "nvml_index": i}
-    except Exception:
-        pass
-    return {}
-
-
-def topology(rank) -> dict:
-    """World size, backend, NCCL version, and whether the GPUs talk over NVLink or PCIe."""
-    torch = rank.torch
-    topo: dict[str, Any] = {"world_size": rank.world, "backend": rank.backend, "nccl_version": None,
-                            "interconnect": "none", "gpus": []}
-    if rank.device != "cuda":
-        return topo
-    props = torch.cuda.get_device_properties(rank.local)
-    mine = {"name": props.name, "uuid": str(getattr(props, "uuid", ""))}
-    topo["gpus"] = rank.gather(mine)
-    try:
-        v = torch.cuda.nccl.version()
-        topo["nccl_version"] = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
-    except Exception:
-        pass
-    topo["interconnect"] = _interconnect([g["uuid"] for g in topo["gpus"]])
+def topology(world: int, nodes: int, backend: str, gpu_uuids: list[str], nccl_version: str | None) -> dict:
+    topo: dict[str, Any] = {"world_size": world, "nodes": nodes, "backend": backend, "nccl_version": nccl_version,
+                            "interconnect": "none", "gpus": gpu_uuids}
+    if gpu_uuids:
+        topo["interconnect"] = "network" if nodes > 1 else _interconnect(gpu_uuids)
     return topo
 
 
@@ -97,5 +70,5 @@ def _interconnect(uuids: list[str]) -> str:
             return "nvlink"
         finally:
             nv.nvmlShutdown()
-    except Exception:
+    except Exception:  # no NVML here: the record says so rather than guessing
         return "unknown"

@@ -1,0 +1,38 @@
+"""`claimbench ingest [PATH...]`: check records made elsewhere and copy the good ones into results/records."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+from ..errors import EXIT_FAILED, EXIT_OK
+from ..project import find_root
+
+
+def register(sub) -> None:
+    p = sub.add_parser("ingest", help="check records from runs or fleet artifacts; copy the good ones into results/records",
+                       description="Check every record under PATH (schema; its commit exists here; the claim and "
+                       "source hashes match that commit's files; the verdict recomputes) and copy the good ones "
+                       "into results/records under their own names. Exit 1 if any was refused.")
+    p.add_argument("paths", nargs="*", help="record files, results folders or unpacked artifacts (default: results/runs)")
+    p.add_argument("--results", default=None, help="the store to copy into (default: results/ at the project root)")
+    p.add_argument("--dry-run", action="store_true", help="check and report; copy nothing")
+    p.set_defaults(func=run)
+
+
+def run(args) -> int:
+    from ..ingest import ingest
+
+    root = find_root(args.root)  # the project in the cwd: artifacts may be unpacked anywhere
+    sources = [Path(p) for p in args.paths] or [root / "results" / "runs"]
+    results = Path(args.results) if args.results else root / "results"
+    report = ingest(root, sources, results, dry_run=args.dry_run)
+    verb = "would ingest" if args.dry_run else "ingested"
+    for src, dest in report.ingested:
+        print(f"{verb} {dest}")
+    for p in report.refused:
+        print(p, file=sys.stderr)
+    done = "to ingest (dry run)" if args.dry_run else "ingested"
+    print(f"ingest: {len(report.ingested)} {done}, {len(report.present)} already present, "
+          f"{len(report.refused)} refused")
+    return EXIT_OK if report.ok else EXIT_FAILED

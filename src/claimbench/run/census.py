@@ -1,0 +1,184 @@
+"""What the kernel's and the baseline's processes look like, read from /proc by the orchestrator.
+
+Before every timed round each side's processes, threads, CPU affinity and nice value are compared
+with what they were after warm-up: a side that forks a helper, starts a thread, pins itself or its
+rival to other cores, or renices the rival is caught here, from outside, whatever it reports.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from typing import Iterable, Optional
+
+CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+
+
+@dataclass(frozen=True)
+class Stat:
+    """The fields of /proc/<pid>/stat the harness uses (CPU times in seconds)."""
+
+    pid: int
+    state: str
+    ppid: int
+    pgid: int
+    sid: int
+    utime_s: float
+    stime_s: float
+    nice: int
+    threads: int
+    starttime: int
+    rss_pages: int
+    exit_code: Optional[int] = None  # the wait status of a zombie (Linux 3.5+), before it is reaped
+
+
+def stat(pid: int, tid: Optional[int] = None) -> Optional[Stat]:
+    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
+    try:
+        with open(path, "rb") as f:
+            raw = f.read().decode("ascii", "replace")
+    except OSError:
+        return None
+    rest = raw[raw.rfind(")") + 2:].split()  # the command name may hold spaces and parentheses
+    return Stat(pid=pid, state=rest[0], ppid=int(rest[1]), pgid=int(rest[2]), sid=int(rest[3]),
+                utime_s=int(rest[11]) / CLK_TCK, stime_s=int(rest[12]) / CLK_TCK, nice=int(rest[16]),
+                threads=int(rest[17]), starttime=int(rest[19]), rss_pages=int(rest[21]),
+                exit_code=int(rest[49]) if len(rest) > 49 else None)
+
+
+def exit_text(status: Optional[int]) -> str:
+    """A wait status in words: "exited with status 3", "was killed by SIGKILL"."""
+    import signal
+
+    if status is None:
+        return "ended"
+    if os.WIFSIGNALED(status):
+        try:
+            return f"was killed by {signal.Signals(os.WTERMSIG(status)).name}"
+        except ValueError:
+            return f"was killed by signal {os.WTERMSIG(status)}"
+    return f"exited with status {os.WEXITSTATUS(status)}"
+
+
+def all_stats() -> dict[int, Stat]:
+    out = {}
+    for name in os.listdir("/proc"):
+        if name.isdigit():
+            s = stat(int(name))
+            if s is not None:
+                out[s.pid] = s
+    return out
+
+
+def children(pid: int, table: Optional[dict[int, Stat]] = None) -> list[int]:
+    table = table if table is not None else all_stats()
+    return sorted(p for p, s in table.items() if s.ppid == pid)
+
+
+def tree(roots: Iterable[int], table: Optional[dict[int, Stat]] = None) -> list[int]:
+    """The roots and every descendant (by parent links), in no particular order."""
+    table = table if table is not None else all_stats()
+    kids: dict[int, list[int]] = {}
+    for p, s in table.items():
+        kids.setdefault(s.ppid, []).append(p)
+    out, todo = [], [r for r in roots if r in table]
+    seen = set()
+    while todo:
+        p = todo.pop()
+        if p in seen:
+            continue
+        seen.add(p)
+        out.append(p)
+        todo.extend(kids.get(p, []))
+    return out
+
+
+def threads(pid: int) -> list[int]:
+    try:
+        return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
+    except OSError:
+        return []
+
+
+def affinity(tid: int) -> Optional[tuple[int, ...]]:
+    try:
+        return tuple(sorted(os.sched_getaffinity(tid)))
+    except OSError:
+        return None
+
+
+@dataclass(frozen=True)
+class ProcessShape:
+    """One process of a side as the orchestrator sees it."""
+
+    pid: int
+    threads: int
+    affinities: tuple[tuple[int, ...], ...]  # the distinct CPU sets of its threads
+    nice: int
+
+
+def shape(pids: Iterable[int]) -> dict[int, ProcessShape]:
+    out = {}
+    for pid in pids:
+        s = stat(pid)
+        if s is None or s.state in ("Z", "X"):
+            continue
+        tids = threads(pid)
+        affs = tuple(sorted({a for a in (affinity(t) for t in tids) if a is not None}))
+        out[pid] = ProcessShape(pid=pid, threads=len(tids), affinities=affs, nice=s.nice)
+    return out
+
+
+def differences(before: dict[int, ProcessShape], after: dict[int, ProcessShape]) -> list[str]:
+    """What changed, in words; empty when nothing did."""
+    out = []
+    for pid in sorted(set(after) - set(before)):
+        out.append(f"a new process {pid} appeared")
+    for pid in sorted(set(before) - set(after)):
+        out.append(f"process {pid} is gone")
+    for pid in sorted(set(before) & set(after)):
+        b, a = before[pid], after[pid]
+        if a.threads != b.threads:
+            out.append(f"process {pid} went from {b.threads} to {a.threads} threads")
+        if a.affinities != b.affinities:
+            out.append(f"process {pid}'s CPU affinity changed from {_cpus(b.affinities)} to {_cpus(a.affinities)}")
+        if a.nice != b.nice:
+            out.append(f"process {pid}'s nice value changed from {b.nice} to {a.nice}")
+    return out
+
+
+def _cpus(affs: tuple[tuple[int, ...], ...]) -> str:
+    return " / ".join(",".join(map(str, a)) for a in affs) or "none"
+
+
+def cpu_seconds(pids: Iterable[int]) -> float:
+    """User plus system time of these processes (all their threads)."""
+    total = 0.0
+    for pid in pids:
+        s = stat(pid)
+        if s is not None:
+            total += s.utime_s + s.stime_s
+    return total
+
+
+def rss_bytes(pids: Iterable[int]) -> int:
+    page = os.sysconf("SC_PAGE_SIZE")
+    total = 0
+    for pid in pids:
+        s = stat(pid)
+        if s is not None:
+            total += s.rss_pages * page
+    return total
+
+
+def machine_busy_s() -> tuple[float, int]:
+    """(busy CPU seconds of the whole machine since boot, number of CPUs) from /proc/stat."""
+    try:
+        with open("/proc/stat") as f:
+            first = f.readline().split()
+    except OSError:
+        return 0.0, os.cpu_count() or 1
+    vals = [int(x) for x in first[1:]]
+    idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
+    busy = sum(vals[:8]) - idle
+    return busy / CLK_TCK, os.cpu_count() or 1

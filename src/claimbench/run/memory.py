@@ -1,0 +1,92 @@
+"""Memory the orchestrator owns: the sides' input pages, and copies of what the sides computed.
+
+Outputs are read straight out of a side's address space with `process_vm_readv` while the side
+is stopped: the kernel cannot change a value after the orchestrator looked, compute it only when
+asked, or hand the harness a copy of its choosing. Where the kernel forbids reading (no ptrace
+permission), the claim cannot be verified; the run says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import mmap
+import os
+from typing import Optional
+
+import numpy as np
+
+from ..verify import codec
+from . import messages as m
+
+_libc = ctypes.CDLL(None, use_errno=True)
+MAX_READ_BYTES = 16 << 30
+
+
+class _IoVec(ctypes.Structure):
+    _fields_ = [("base", ctypes.c_void_p), ("len", ctypes.c_size_t)]
+
+
+class ReadError(Exception):
+    """The orchestrator could not read a side's memory."""
+
+
+def read_remote(pid: int, addr: int, nbytes: int) -> np.ndarray:
+    """``nbytes`` from address ``addr`` of process ``pid``, into a fresh numpy byte array."""
+    if nbytes < 0 or nbytes > MAX_READ_BYTES:
+        raise ReadError(f"refusing to read {nbytes} bytes")
+    out = np.empty(nbytes, dtype=np.uint8)
+    done = 0
+    while done < nbytes:
+        chunk = min(nbytes - done, 1 << 30)
+        local = _IoVec(out.ctypes.data + done, chunk)
+        remote = _IoVec(addr + done, chunk)
+        got = _libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        if got <= 0:
+            err = ctypes.get_errno()
+            raise ReadError(f"process_vm_readv of process {pid} failed: {os.strerror(err) if err else 'nothing read'}")
+        done += got
+    return out
+
+
+def read_buffer(pid: int, buf: m.Buffer) -> np.ndarray:
+    """The numbers of a tensor a side reported, decoded by the orchestrator from bytes it read."""
+    if buf.device != "cpu" and not buf.staged:
+        raise ReadError(f"a {buf.device} tensor must be staged to the host before it is read")
+    span = codec.span_bytes(buf.dtype, buf.shape, buf.strides)
+    if span > buf.span_bytes + codec.itemsize(buf.dtype):
+        raise ReadError(f"the side reported {buf.span_bytes} bytes for a tensor that spans {span}")
+    raw = read_remote(pid, buf.ptr, span) if span else np.empty(0, dtype=np.uint8)
+    return codec.from_bytes(raw, buf.dtype, buf.shape, buf.strides)
+
+
+class OwnedBuffer:
+    """A memfd of ours, mapped here; its descriptor is handed to a side, which maps the same pages."""
+
+    def __init__(self, nbytes: int) -> None:
+        self.nbytes = nbytes
+        self.fd = os.memfd_create("claimbench-operand", 0)
+        self.mm: Optional[mmap.mmap] = None
+        if nbytes:
+            os.ftruncate(self.fd, nbytes)
+            self.mm = mmap.mmap(self.fd, nbytes)
+        self.view = np.frombuffer(self.mm, dtype=np.uint8) if self.mm is not None else np.empty(0, np.uint8)
+
+    def close(self) -> None:
+        self.view = np.empty(0, np.uint8)
+        if self.mm is not None:
+            try:
+                self.mm.close()
+            except BufferError:  # a view still exists: the mapping goes with the process
+                pass
+        try:
+            os.close(self.fd)
+        except OSError:
+            pass
+
+
+def map_readonly(fd: int, nbytes: int) -> np.ndarray:
+    """A private copy of a memfd's bytes (the task's inputs and references)."""
+    if not nbytes:
+        return np.empty(0, dtype=np.uint8)
+    with mmap.mmap(fd, nbytes, prot=mmap.PROT_READ) as mm:
+        return np.frombuffer(mm, dtype=np.uint8).copy()

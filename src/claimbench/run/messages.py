@@ -1,0 +1,298 @@
+"""The typed messages between the orchestrator and a claim's side processes, with a version.
+
+Everything a side says is evidence, not fact: these models only make sure it is well formed
+(known kinds, no extra keys, bounded sizes). What it means is decided by the orchestrator, which
+reads the bytes of outputs itself wherever it can.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal, Optional, Union
+
+from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
+
+WIRE_VERSION = 1
+Role = Literal["task", "kernel", "baseline"]
+Scalar = Union[bool, int, float, str, None]
+ShortText = Annotated[str, Field(max_length=20_000)]
+Dims = Annotated[list[Annotated[int, Field(ge=0)]], Field(max_length=16)]
+
+
+class _Model(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class _Msg(_Model):
+    v: Literal[1] = WIRE_VERSION
+
+
+# -- pieces ---------------------------------------------------------------------------------
+class TensorItem(_Model):
+    """One tensor whose contiguous bytes are in the memfd at position `fd` of the message's fds."""
+
+    item: Literal["tensor"] = "tensor"
+    dtype: str
+    shape: Dims
+    nbytes: Annotated[int, Field(ge=0)]
+    fd: Annotated[int, Field(ge=0, lt=64)]
+
+
+class ScalarItem(_Model):
+    item: Literal["scalar"] = "scalar"
+    value: Scalar
+
+
+Item = Annotated[Union[TensorItem, ScalarItem], Field(discriminator="item")]
+
+
+class Buffer(_Model):
+    """Where a tensor lives in the side's memory. For CPU tensors `ptr` is the tensor's own data;
+    for CUDA tensors it is a host copy the side staged (`staged`), which the orchestrator reads."""
+
+    dtype: str
+    shape: Dims
+    strides: Dims
+    ptr: Annotated[int, Field(ge=0)]
+    span_bytes: Annotated[int, Field(ge=0)]
+    device: str
+    storage: tuple[int, int]          # (start, nbytes) of the storage on its own device, for alias checks
+    staged: bool = False
+
+
+class Edit(_Model):
+    """Set element `index` (flat, contiguous) of input `operand` to the bytes `raw` (hex)."""
+
+    operand: Annotated[int, Field(ge=0)]
+    index: Annotated[int, Field(ge=0)]
+    raw: Annotated[str, Field(max_length=32)]
+
+
+class Variant(_Model):
+    """A call on derived operands, for batch invariance: row `row` of operand 0 alone, or operand 0
+    rolled by one row."""
+
+    row: Optional[int] = None
+    roll: bool = False
+
+
+class TimerSpec(_Model):
+    """How a CUDA side times a sample (cold flush, spin, events); CPU sides are timed by the clock."""
+
+    l2_bytes: int
+    flush_bytes: Optional[int] = None
+    hot: bool = False
+    max_sm_clock_mhz: Optional[float] = None
+    nvml_index: Optional[int] = None
+
+
+class DistSpec(_Model):
+    """This side's place in its own process group (one group per role, across the claim's ranks)."""
+
+    rank: int
+    world: int
+    local_rank: int
+    backend: Literal["gloo", "nccl"]
+    master_addr: str
+    master_port: int
+    prefix: str
+    timeout_s: float
+
+
+# -- orchestrator -> side -------------------------------------------------------------------
+class Load(_Msg):
+    kind: Literal["load"] = "load"
+    role: Role
+    root: str
+    refs: dict[str, str]                  # claim key -> `file.py:function`
+    device: str
+    dtype: str
+    forbidden: list[str] = []
+    timer: Optional[TimerSpec] = None
+    dist: Optional[DistSpec] = None
+
+
+class MakeInputs(_Msg):
+    kind: Literal["make_inputs"] = "make_inputs"
+    seed: int
+    params: dict[str, Scalar]
+
+
+class Reference(_Msg):
+    kind: Literal["reference"] = "reference"
+    set_id: int
+    edits: list[Edit] = []
+
+
+class Drop(_Msg):
+    kind: Literal["drop"] = "drop"
+    set_id: int
+
+
+class Operands(_Msg):
+    """This side's inputs (memfds of its own); `prepare` runs on them once, untimed."""
+
+    kind: Literal["operands"] = "operands"
+    items: list[Item]
+
+
+class Refill(_Msg):
+    """The input memfds hold a new round's contents: re-derive the operands in place (same addresses)."""
+
+    kind: Literal["refill"] = "refill"
+
+
+class Call(_Msg):
+    kind: Literal["call"] = "call"
+    n: Annotated[int, Field(ge=1, le=1 << 22)] = 1
+    timed: Literal["none", "cpu", "cuda"] = "none"
+    trace: bool = False
+    edits: list[Edit] = []                # CUDA: applied before the sample, outside the events
+    variant: Optional[Variant] = None
+    again: bool = False                   # a second call on the same operands (determinism)
+    null: bool = False                    # the whole call path without claim code: calibrates the bracket
+
+
+class Emit(_Msg):
+    """Stage the last call's outputs where the orchestrator can read them (CUDA: a host copy)."""
+
+    kind: Literal["emit"] = "emit"
+
+
+class ShowOperands(_Msg):
+    kind: Literal["show_operands"] = "show_operands"
+
+
+class Release(_Msg):
+    """Poison and free the last call's outputs."""
+
+    kind: Literal["release"] = "release"
+
+
+class Ping(_Msg):
+    kind: Literal["ping"] = "ping"
+
+
+class Probe(_Msg):
+    kind: Literal["probe"] = "probe"
+
+
+class Bye(_Msg):
+    kind: Literal["bye"] = "bye"
+
+
+# -- side -> orchestrator -------------------------------------------------------------------
+class Ready(_Msg):
+    kind: Literal["ready"] = "ready"
+    pid: int
+    versions: dict[str, Optional[str]] = {}
+
+
+class Loaded(_Msg):
+    kind: Literal["loaded"] = "loaded"
+    sources: list[str] = []               # project files the side's modules were loaded from
+    flush_bytes: Optional[int] = None     # CUDA sides: the L2 flush buffer
+    l2_reset: Optional[bool] = None       # CUDA sides: persisting L2 lines are reset before a sample
+
+
+class Inputs(_Msg):
+    kind: Literal["inputs"] = "inputs"
+    set_id: int
+    items: list[Item]
+
+
+class Arrays(_Msg):
+    """Float64 results (the reference) in memfds."""
+
+    kind: Literal["arrays"] = "arrays"
+    items: list[Item]
+
+
+class Prepared(_Msg):
+    kind: Literal["prepared"] = "prepared"
+    operands: list[Optional[Buffer]]      # None for a scalar operand
+
+
+class Called(_Msg):
+    kind: Literal["called"] = "called"
+    outputs: list[Buffer]
+    side_us: float                        # the side's own clock over the n calls: evidence only
+    event_us: Optional[float] = None      # CUDA events, per call
+    throttle_reasons: Optional[int] = None
+    sm_clock_mhz: Optional[float] = None
+    ops: Annotated[list[str], Field(max_length=500)] = []
+    problems: Annotated[list[ShortText], Field(max_length=50)] = []
+
+
+class Outputs(_Msg):
+    kind: Literal["outputs"] = "outputs"
+    outputs: list[Buffer]
+
+
+class Pong(_Msg):
+    kind: Literal["pong"] = "pong"
+
+
+class Probed(_Msg):
+    """What the side says about its own settings: compared round to round, never trusted alone."""
+
+    kind: Literal["probed"] = "probed"
+    torch_threads: int
+    interop_threads: int
+    function_modes: int
+    dispatch_modes: int
+
+
+class Done(_Msg):
+    kind: Literal["done"] = "done"
+
+
+# -- orchestrator <-> fork server ------------------------------------------------------------
+class Spawn(_Msg):
+    """Fork a side: fds are [its channel end, its log file]."""
+
+    kind: Literal["spawn"] = "spawn"
+    role: Role
+    env: dict[str, str] = {}
+    max_memory_bytes: Optional[int] = None     # RLIMIT_AS, for CPU sides (CUDA reserves address space)
+
+
+class Spawned(_Msg):
+    kind: Literal["spawned"] = "spawned"
+    pid: int                                   # as the server sees it (its PID namespace)
+
+
+class KillAll(_Msg):
+    """Kill every process the server has (its forks and whatever was reparented to it)."""
+
+    kind: Literal["kill_all"] = "kill_all"
+
+
+class Failed(_Msg):
+    """The claim's code raised, or a side-local check refused; `key` names the claim key involved."""
+
+    kind: Literal["failed"] = "failed"
+    key: str = ""
+    message: ShortText
+    traceback: ShortText = ""
+    verdict: Literal["error", "incorrect", "rejected"] = "error"
+
+
+Message = Annotated[
+    Union[Load, MakeInputs, Reference, Drop, Operands, Refill, Call, Emit, ShowOperands, Release, Ping, Probe,
+          Bye, Ready, Loaded, Inputs, Arrays, Prepared, Called, Outputs, Pong, Probed, Done, Spawn, Spawned, KillAll,
+          Failed],
+    Field(discriminator="kind")]
+_ADAPTER: TypeAdapter = TypeAdapter(Message)
+
+
+def parse(body: bytes):
+    """Validate one frame's JSON into its message model; anything else is a ProtocolError."""
+    from pydantic import ValidationError
+
+    from .channel import ProtocolError
+
+    try:
+        return _ADAPTER.validate_json(body)
+    except ValidationError as e:
+        first = e.errors()[0] if e.errors() else {}
+        raise ProtocolError(f"malformed message: {first.get('loc')}: {first.get('msg')}") from None

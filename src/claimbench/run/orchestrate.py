@@ -1,0 +1,223 @@
+"""One claim, orchestrated: three side processes, correctness first, then the timed rounds.
+
+The orchestrator never imports claim code. It spawns the task side (inputs, reference), the kernel
+side and the baseline side from the fork server, tells each what to load, and from then on owns
+every random choice, the clock, the comparisons and the census. Whatever happens, every process of
+the claim is killed and reaped before this returns, so the records are written after they are gone.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from pathlib import Path
+from typing import Callable, Optional
+
+from ..timing import TimingConfig, measure_pair
+from . import census
+from . import messages as m
+from .channel import ChannelClosed, ChannelTimeout, ProtocolError
+from .coordinate import Solo
+from .job import ClaimRun, Job
+from .memory import ReadError
+from .processes import ForkServer
+from .session import ClaimEnded, ClaimSession
+from .timed import Rechecks, RemoteTimer
+from .trials import run_trials, seed_check
+
+ROLES = ("task", "kernel", "baseline")
+
+
+def refs_for(claim, role: str) -> dict[str, str]:
+    """What each side may import: the task never sees the kernel, the baseline never the kernel."""
+    if role == "task":
+        refs = {"workload.inputs": claim.workload.inputs}
+        if claim.correctness.reference == "baseline-float64":
+            refs["baseline.impl"] = claim.baseline.impl
+            if claim.baseline.prepare:
+                refs["baseline.prepare"] = claim.baseline.prepare
+        else:
+            refs["correctness.reference"] = claim.correctness.reference
+        return refs
+    side = getattr(claim, role)
+    refs = {f"{role}.impl": side.impl}
+    if side.prepare:
+        refs[f"{role}.prepare"] = side.prepare
+    if role == "kernel":
+        refs["baseline.impl"] = claim.baseline.impl  # only to recognise its code in the trace
+    return refs
+
+
+def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None], *, coord=None,
+                group: Optional[dict] = None, stop: Optional[Callable] = None) -> ClaimRun:
+    """One claim on this machine. With several ranks, ``coord`` is the orchestrators' own group and
+    ``group`` says where each role's side processes meet (master address, port, store prefix)."""
+    coord = coord if coord is not None else Solo()
+    s = ClaimSession(server, time.monotonic() + job.timeout_s)
+    found: dict = {"seeds": job.seeds}
+    rejections: list[str] = []
+    log_fd = os.open(job.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if job.log_path else os.open(os.devnull, os.O_WRONLY)
+    try:
+        _start(s, job, log_fd, say, found, coord, group)
+        rejections += seed_check(s, job.claim, job.seeds["sensitivity"], job.measured, coord)
+        if not rejections:
+            corr, rej = run_trials(s, job.claim, device=job.device, dtype=job.dtype, seeds=job.seeds["trials"],
+                                   measured=job.measured, say=say, coord=coord)
+            found["correctness"] = corr
+            rejections += rej
+            passed = all(coord.gather(bool(corr["passed"]))) if coord.world > 1 else corr["passed"]
+            if job.measured and passed and not rejections:
+                rejections += _timed(s, job, say, found, coord, stop)
+    except ClaimEnded as e:
+        found["alone"] = True  # no other rank knows: a multi-rank run must stop the whole group
+        if e.verdict in ("error", "timeout"):
+            found.update(outcome=e.verdict, outcome_reason=e.reason)
+        elif e.verdict == "incorrect":
+            found["correctness"] = {"passed": False, "reason": e.reason, "trials": []}
+        else:
+            rejections.append(e.reason)
+    except ChannelTimeout as e:
+        found.update(outcome="timeout", outcome_reason=f"{e}: no answer within the {job.timeout_s:g} s limit", alone=True)
+    except (ChannelClosed, ProtocolError, ReadError) as e:
+        found.update(outcome="error", outcome_reason=_died(s, str(e), job.log_path), alone=True)
+    finally:
+        os.close(log_fd)
+        server.kill_all()
+        s.close()
+    found.pop("_flush", None)
+    return ClaimRun(rejections=tuple(rejections), **found)
+
+
+def _start(s: ClaimSession, job: Job, log_fd: int, say, found: dict, coord, group: Optional[dict]) -> None:
+    env = {**job.env, "CLAIMBENCH_THREADS": str(job.threads or os.cpu_count() or 1)}
+    cpu_limit = job.max_memory_bytes if job.device == "cpu" else None
+    timer = None
+    if job.device == "cuda" and job.measured:
+        gpu0 = (job.hardware.get("gpus") or [{}])[0]
+        timer = m.TimerSpec(l2_bytes=int(gpu0.get("l2_bytes") or 50 << 20), hot=job.hot,
+                            flush_bytes=job.timing.get("flush_bytes"), max_sm_clock_mhz=gpu0.get("max_sm_clock_mhz"),
+                            nvml_index=gpu0.get("nvml_index"))
+    sources: set[str] = set()
+    for role in ROLES:
+        say(f"starting the {role} side")
+        s.sides[role] = side = s.server.spawn(role, env, log_fd, cpu_limit)
+        side.freeze()
+        found.setdefault("versions", side.versions)
+        dist = None
+        if group is not None:
+            dist = m.DistSpec(rank=coord.rank, world=coord.world, local_rank=group["local_rank"],
+                              backend="nccl" if job.device == "cuda" else "gloo", master_addr=group["master_addr"],
+                              master_port=group["master_port"], prefix=f"{group['prefix']}/{role}",
+                              timeout_s=job.timeout_s)
+        loaded = s.exchange(role, m.Load(role=role, root=str(job.root), refs=refs_for(job.claim, role),
+                                         device=job.device, dtype=job.dtype,
+                                         forbidden=list(job.claim.correctness.forbidden) if role == "kernel" else [],
+                                         timer=timer if role != "task" else None, dist=dist), m.Loaded)[0]
+        sources |= set(loaded.sources)
+        if role == "kernel":
+            found["_flush"] = (loaded.flush_bytes, loaded.l2_reset)
+    found["sources"] = tuple(sorted(sources))
+
+
+def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str]:
+    claim = job.claim
+    params = dict(claim.workload.params)
+    cfg = TimingConfig.for_device(job.device, **{k: v for k, v in job.timing.items() if v is not None and k != "flush_bytes"})
+    flush, l2_reset = found.pop("_flush", (None, None))
+    inputs = s.make_inputs(job.seeds["timing"], params)
+    s.give("kernel", inputs)
+    s.give("baseline", inputs)
+    timer = RemoteTimer(s, job.device, hot=job.hot or not cfg.cold, min_block_us=cfg.min_block_us,
+                        flush_bytes=flush, l2_reset=l2_reset, coord=coord)
+    perturb = not (claim.kernel.prepare or claim.baseline.prepare)
+    hooks = Rechecks(s, claim, params, job.seeds["timing"], timer, perturb=perturb,
+                     calls_per_round=cfg.calls_per_round, device=job.device, coord=coord)
+    everyone = [p for pids in s.members().values() for p in pids] + [s.server.host_pid, os.getpid()]
+    busy0, ncpu = census.machine_busy_s()
+    ours0, t0 = census.cpu_seconds(everyone), time.monotonic()
+    say("timing: warm-up")
+    pair = measure_pair("kernel", "baseline", timer, cfg, hooks=hooks,
+                        progress=lambda phase, detail: say(f"{phase}: {detail}"), clock=coord.clock, enough=stop)
+    hooks.finish_round()
+    wall = time.monotonic() - t0
+    busy1, _ = census.machine_busy_s()
+    others = max(0.0, (busy1 - busy0) - (census.cpu_seconds(everyone) - ours0))
+    found["load"] = {"other_cpu_fraction": round(others / max(wall * ncpu, 1e-9), 4), "cpus": ncpu, "wall_s": round(wall, 3)}
+    first = timer.calls_per_block.get("kernel", 1)
+    found["timing"] = pair.to_dict()
+    found["tensor_bytes"] = float(inputs.nbytes() + _output_bytes(s))
+    found["timed_checks"] = {"checked": hooks.checked, "failed": len(hooks.failures), "perturbed": hooks.perturbed,
+                             "calls_per_block": first}
+    found["bracket"] = timer.bracket.summary()
+    found["census"] = _census_summary(hooks.shape_after_warmup or {}, s)
+    found["torch_threads"] = s.probe("kernel").torch_threads
+    problems = []
+    if hooks.failures:
+        problems.append(f"timed calls returned wrong answers ({len(hooks.failures)} of {hooks.checked} checked): "
+                        f"{hooks.failures[0]}")
+    problems += _bracket_problems(timer, job.device)
+    return problems
+
+
+def _output_bytes(s: ClaimSession) -> int:
+    called = s.call("kernel", m.Call())
+    n = sum(b.span_bytes for b in called.outputs)
+    s.release("kernel")
+    return n
+
+
+def _census_summary(shape: dict, s: ClaimSession) -> dict:
+    out = {}
+    for role, side in s.sides.items():
+        mine = {pid: sh for pid, sh in shape.items() if pid in side.refresh()}
+        out[role] = {"processes": len(mine) or 1, "threads": sum(sh.threads for sh in mine.values()),
+                     "affinity": sorted({c for sh in mine.values() for a in sh.affinities for c in a})}
+    return out
+
+
+def _bracket_problems(timer: RemoteTimer, device: str) -> list[str]:
+    b = timer.bracket
+    out = list(b.violations[:1])
+    for side in ("kernel", "baseline"):
+        ours, own = b.brackets_us[side], b.side_us[side]
+        if not ours:
+            continue
+        import statistics
+        med_ours, med_own = statistics.median(ours), statistics.median(own)
+        if device == "cpu" and med_own > med_ours * 1.10 + 20.0:
+            out.append(f"the {side} side reported {med_own:.1f} us per sample, more than the {med_ours:.1f} us "
+                       "the orchestrator saw around it")
+        if device != "cpu" and b.event_us[side]:
+            gaps = [x - e for x, e in zip(ours, b.event_us[side])]
+            bound = 2.0 * b.null_us.get(side, 0.0) + 200.0
+            if statistics.median(gaps) > bound:
+                out.append(f"the {side} side spent {statistics.median(gaps):.0f} us per sample outside its CUDA events "
+                           f"(bound {bound:.0f} us from null calls): work outside the timed region")
+    return out
+
+
+def _died(s: ClaimSession, why: str, log_path: Optional[Path]) -> str:
+    """Who died and how, with the last line the claim's processes printed."""
+    last = _last_line(log_path)
+    tail = f": {last}" if last else ""
+    for role, side in s.sides.items():
+        st = census.stat(side.pid)
+        if st is None or st.state in ("Z", "X"):
+            how = census.exit_text(st.exit_code if st is not None else None)
+            return f"the {role} side {how} before answering{tail}"
+    if not s.server.alive():
+        return f"the fork server died ({why}); something in the claim killed it{tail}"
+    return why + tail
+
+
+def _last_line(path: Optional[Path]) -> str:
+    if path is None:
+        return ""
+    try:
+        with open(path, "rb") as f:
+            f.seek(0, 2)
+            f.seek(max(0, f.tell() - 4000))
+            lines = f.read().decode("utf-8", "replace").strip().splitlines()
+    except OSError:
+        return ""
+    return lines[-1][:300] if lines else ""

@@ -1,0 +1,189 @@
+"""The claim's processes from the orchestrator's side: the fork server, the sides, freezing, reaping.
+
+Each side leads its own session (it calls setsid), so its process group is everything it forked
+that did not detach; what detached is found by parent links in /proc, and anything orphaned is
+reparented to the fork server (a child subreaper), which kills all of it at the end of the claim.
+A side that is not the one being timed is stopped with SIGSTOP, its whole group and every
+descendant, so nothing it started can compete with the other side or do work unobserved.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Optional
+
+from . import census
+from . import messages as m
+from .channel import Channel, ChannelClosed, ChannelTimeout
+from .sandbox import Sandbox
+
+
+class ForkServer:
+    def __init__(self, root: Path, env: dict, sandbox: Sandbox, log_path: Path) -> None:
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        log_path.parent.mkdir(parents=True, exist_ok=True)
+        self.log = open(log_path, "ab")
+        argv = sandbox.wrap([sys.executable, "-m", "claimbench.side.server", str(theirs.fileno())], root)
+        self.sandbox = sandbox
+        self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), env=env, cwd=str(root),
+                                     stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
+                                     start_new_session=True)
+        theirs.close()
+        self.ctl = Channel(ours, "the fork server")
+        self.ready: Optional[m.Ready] = None
+        self.pid_inside: Optional[int] = None
+
+    def wait_ready(self, timeout_s: float = 180.0) -> None:
+        if self.ready is None:
+            try:
+                reply, fds = self.ctl.recv(timeout_s)
+            except ChannelClosed:
+                self.log.flush()
+                last = (Path(self.log.name).read_text(errors="replace").strip().splitlines() or ["no output"])[-1]
+                raise ChannelClosed(f"the fork server failed to start: {last[:300]}") from None
+            for fd in fds:
+                os.close(fd)
+            if not isinstance(reply, m.Ready):
+                raise ChannelClosed(f"the fork server answered {reply.kind!r} instead of ready")
+            self.ready = reply
+            self.pid_inside = reply.pid
+
+    @property
+    def host_pid(self) -> int:
+        """The server's pid as the orchestrator sees it (inside bwrap it is a grandchild)."""
+        if self.sandbox.kind == "none":
+            return self.proc.pid
+        return host_pid(self.pid_inside or 0, census.tree([self.proc.pid]))
+
+    def alive(self) -> bool:
+        return self.proc.poll() is None
+
+    def spawn(self, role: str, env: dict, log_fd: int, max_memory_bytes: Optional[int],
+              timeout_s: float = 60.0) -> "SideProcess":
+        self.wait_ready()
+        ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            reply, fds = self.ctl.request(m.Spawn(role=role, env=env, max_memory_bytes=max_memory_bytes),
+                                          m.Spawned, fds=(theirs.fileno(), log_fd), timeout_s=timeout_s)
+        finally:
+            theirs.close()
+        for fd in fds:
+            os.close(fd)
+        pid = reply.pid if self.sandbox.kind == "none" else host_pid(reply.pid, census.tree([self.proc.pid]))
+        side = SideProcess(role, pid, Channel(ours, f"the {role} side"))
+        hello, fds = side.channel.recv(timeout_s)
+        for fd in fds:
+            os.close(fd)
+        if not isinstance(hello, m.Ready):
+            raise ChannelClosed(f"the {role} side answered {hello.kind!r} instead of ready")
+        side.versions = dict(hello.versions)
+        return side
+
+    def kill_all(self, timeout_s: float = 20.0) -> None:
+        """Every process of the claim, detached ones included, killed and reaped by the server."""
+        if not self.alive():
+            return
+        try:
+            self.ctl.request(m.KillAll(), m.Done, timeout_s=timeout_s)
+        except (ChannelClosed, ChannelTimeout):
+            self.close()
+
+    def close(self) -> None:
+        try:
+            self.ctl.send(m.Bye())
+        except (ChannelClosed, OSError):
+            pass
+        self.ctl.close()
+        for pid in census.tree([self.proc.pid]):
+            _signal(pid, signal.SIGKILL)
+        try:
+            os.killpg(self.proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            pass
+        try:
+            self.proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            pass
+        self.log.close()
+
+
+def host_pid(inner: int, candidates: list[int]) -> int:
+    """Map a pid inside bwrap's PID namespace to ours, through /proc/<pid>/status's NSpid line."""
+    for pid in candidates:
+        try:
+            with open(f"/proc/{pid}/status") as f:
+                for line in f:
+                    if line.startswith("NSpid:"):
+                        if int(line.split()[-1]) == inner:
+                            return pid
+                        break
+        except OSError:
+            continue
+    raise ChannelClosed(f"process {inner} of the sandbox was not found")
+
+
+class SideProcess:
+    """One side (task, kernel or baseline): its pid, its channel, and what it looked like."""
+
+    def __init__(self, role: str, pid: int, channel: Channel) -> None:
+        self.role, self.pid, self.channel = role, pid, channel
+        self.versions: dict = {}
+        self.frozen = False
+        self.extra: list[int] = []  # descendants that left the group; frozen by pid
+
+    def members(self) -> list[int]:
+        table = census.all_stats()
+        group = [p for p, s in table.items() if s.pgid == self.pid]
+        return sorted(set(census.tree([self.pid], table)) | set(group))
+
+    def refresh(self) -> list[int]:
+        """Who belongs to this side now; descendants outside the group are frozen by pid."""
+        mem = self.members()
+        table = {p: census.stat(p) for p in mem}
+        self.extra = [p for p, s in table.items() if s is not None and s.pgid != self.pid]
+        return mem
+
+    def freeze(self) -> None:
+        try:
+            os.killpg(self.pid, signal.SIGSTOP)
+        except (ProcessLookupError, PermissionError):
+            pass
+        for pid in self.extra:
+            _signal(pid, signal.SIGSTOP)
+        self.frozen = True
+
+    def thaw(self) -> None:
+        for pid in self.extra:
+            _signal(pid, signal.SIGCONT)
+        try:
+            os.killpg(self.pid, signal.SIGCONT)
+        except (ProcessLookupError, PermissionError):
+            pass
+        self.frozen = False
+
+    def wait_stopped(self, timeout_s: float = 2.0) -> bool:
+        """True once the side's main process is stopped (its memory can be read as it is)."""
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            s = census.stat(self.pid)
+            if s is None or s.state in ("T", "t", "Z", "X"):
+                return True
+            time.sleep(0.0002)
+        return False
+
+    def alive(self) -> bool:
+        s = census.stat(self.pid)
+        return s is not None and s.state not in ("Z", "X")
+
+
+def _signal(pid: int, sig: int) -> None:
+    try:
+        os.kill(pid, sig)
+    except (ProcessLookupError, PermissionError):
+        pass

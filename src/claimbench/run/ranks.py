@@ -1,0 +1,99 @@
+"""One rank's orchestrator of a multi-rank claim, started by torch's launcher (torchrun).
+
+`python -m torch.distributed.run ... -m claimbench.run.ranks JOBDIR`: every worker the launcher
+starts is an orchestrator like the single-rank one, with its own fork server and its own task,
+kernel and baseline sides, driving the same `orchestrate`. The orchestrators keep in step through
+their own gloo group (coordinate.Ranks); each role's sides form a process group of their own on the
+launcher's store. A rank that stops where the others cannot know exits at once with status 1, and
+the launcher (no restarts) stops the whole group; rank 0 writes the merged result.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+from pathlib import Path
+
+from .coordinate import Ranks
+from .job import ClaimRun, job_from_dict
+from .orchestrate import orchestrate
+from .ranked import merge_correctness, tagged, topology
+from .servers import server_env
+from .processes import ForkServer
+from .sandbox import choose
+
+
+def main(argv: list[str]) -> int:
+    out = Path(argv[1])
+    spec = json.loads((out / "job.json").read_text())
+    rank = int(os.environ.get("RANK", "0"))
+    status = out / f"rank{rank}.json"
+    _write(status, {"phase": "starting"})
+    try:
+        coord = Ranks(spec["job"]["timeout_s"])
+        spec = coord.broadcast(spec)  # rank 0's seeds and settings, whichever node launched us
+        job = job_from_dict(spec["job"])
+        seeds = {k: ([s + rank for s in v] if isinstance(v, list) else v + rank) for k, v in job.seeds.items()}
+        job = job.__class__(**{**job.__dict__, "seeds": seeds,
+                               "log_path": job.log_path.with_name(f"{job.log_path.stem}-rank{rank}.log") if job.log_path else None})
+        local = int(os.environ.get("LOCAL_RANK", "0"))
+        group = {"local_rank": local, "master_addr": os.environ["MASTER_ADDR"], "master_port": int(os.environ["MASTER_PORT"]),
+                 "prefix": f"claimbench/{spec['run_id']}"}
+        sandbox = choose(spec["sandbox"], cuda=job.device == "cuda", network=True)
+        server = ForkServer(job.root, server_env(job.threads), sandbox, out / f"rank{rank}-server.log")
+        try:
+            run = orchestrate(job, server, lambda msg: _write(status, {"phase": msg[:200]}), coord=coord, group=group)
+        finally:
+            server.close()
+        _write(status, {"phase": "done", "run": run.to_dict(), "t": time.time()})
+        if run.alone:
+            os._exit(1)  # the launcher ends the others; the parent reads every rank's status
+        runs = coord.gather(run.to_dict())
+        if rank == 0:
+            merged = merge(runs, job, int(spec.get("nodes", 1)), sandbox.kind)
+            _write(out / "result.json", merged)
+        coord.close()
+    except BaseException as e:  # report, never raise: the parent turns it into `error`
+        first = (str(e).strip().splitlines() or [""])[0]
+        _write(status, {"phase": "failed", "error": f"{type(e).__name__}: {first}"[:500], "t": time.time()})
+        import traceback
+        traceback.print_exc()
+        sys.stderr.flush()
+        os._exit(1)
+    sys.stdout.flush()
+    os._exit(0)
+
+
+def merge(runs: list[dict], job, nodes: int, sandbox: str) -> dict:
+    """Rank 0's view of the claim: its own timing (every sample already the max over ranks), every
+    rank's correctness, rejections and timed checks."""
+    first = dict(runs[0])
+    corrs = [r.get("correctness") or {"passed": None, "reason": "", "trials": []} for r in runs]
+    rejections = tagged([list(r.get("rejections") or []) for r in runs])
+    first["rejections"] = rejections
+    first["correctness"] = merge_correctness(corrs, job.device, job.dtype, rejections)
+    checks = [r.get("timed_checks") for r in runs if r.get("timed_checks")]
+    if checks:
+        first["timed_checks"] = {"checked": sum(c["checked"] for c in checks), "failed": sum(c["failed"] for c in checks),
+                                 "perturbed": sum(c.get("perturbed", 0) for c in checks), "ranks": checks}
+    nccl = None
+    if job.device == "cuda":
+        import torch
+        v = torch.cuda.nccl.version()
+        nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
+    uuids = [str(g.get("uuid") or "") for g in (job.hardware.get("gpus") or [])][:len(runs)] if job.device == "cuda" else []
+    first["topology"] = topology(len(runs), nodes, "nccl" if job.device == "cuda" else "gloo", uuids, nccl)
+    first["sandbox"] = sandbox
+    return ClaimRun(**{k: v for k, v in first.items() if k in ClaimRun.__dataclass_fields__}).to_dict()
+
+
+def _write(path: Path, data: dict) -> None:
+    tmp = path.with_suffix(".tmp")
+    tmp.write_text(json.dumps(data, default=str))
+    os.replace(tmp, path)
+
+
+if __name__ == "__main__":
+    main(sys.argv)

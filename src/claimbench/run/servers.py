@@ -1,0 +1,64 @@
+"""The fork servers of one `run`: started early, shared by its claims, replaced when killed.
+
+One server per kind of sandbox a claim needs (a CUDA claim inside bwrap needs the device nodes).
+The first starts before hardware detection, so its second of imports overlaps the parent's work.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+from .processes import ForkServer
+from .sandbox import Sandbox, choose
+
+# glibc adapts its mmap and trim thresholds to what a process allocated so far, so the same eager
+# kernel paid page faults, or did not, depending on the harness's history (measured: a CPU
+# baseline's median moved 3.2 -> 4.6 ms between harness versions). Fixed thresholds in the fork
+# server hold for every side forked from it; a user's own MALLOC_* settings win.
+HOST_ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
+
+
+def server_env(threads: int | None) -> dict:
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    for key, value in HOST_ALLOCATOR_ENV.items():
+        env.setdefault(key, value)
+    env.setdefault("OMP_NUM_THREADS", str(threads or os.cpu_count() or 1))
+    env.pop("CLAIMBENCH_RESULT_FD", None)
+    return env
+
+
+class Servers:
+    def __init__(self, root: Path, opts) -> None:
+        self.root, self.opts = root, opts
+        self.running: dict[tuple, ForkServer] = {}
+        self.log_dir = Path(opts.results) / ".cache" / "logs"
+
+    def __enter__(self) -> "Servers":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        for server in self.running.values():
+            server.close()
+        self.running.clear()
+
+    def sandbox(self, cuda: bool, network: bool = False) -> Sandbox:
+        return choose(self.opts.sandbox, cuda=cuda, network=network)
+
+    def start_early(self) -> None:
+        self.get(self.sandbox(cuda=False))
+
+    def get(self, sandbox: Sandbox) -> ForkServer:
+        key = (sandbox.kind, sandbox.cuda, sandbox.network)
+        server = self.running.get(key)
+        if server is not None and not server.alive():
+            server.close()
+            server = None
+        if server is None:
+            server = ForkServer(self.root, server_env(self.opts.threads), sandbox, self.log_dir / "fork-server.log")
+            self.running[key] = server
+        return server
+
+    def wait_ready(self) -> None:
+        for server in self.running.values():
+            server.wait_ready()

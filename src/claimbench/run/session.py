@@ -1,0 +1,182 @@
+"""The orchestrator's handle on one claim's processes: exchanges, input sets, reads.
+
+Every exchange thaws one side, sends one message, waits for one reply and stops the side again,
+so at any moment at most one of the claim's processes runs. Inputs come from the task side as
+memfds; the orchestrator keeps a pristine copy and gives each side memfds of its own, so it can
+rewrite their contents between rounds and change one element between samples by itself.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Optional
+
+import numpy as np
+
+from ..verify import codec
+from . import census
+from . import messages as m
+from .channel import SideFailed
+from .memory import OwnedBuffer, map_readonly, read_buffer, read_remote
+from .processes import ForkServer, SideProcess
+
+
+class ClaimEnded(Exception):
+    """The claim cannot go on; `verdict` is the outcome (error, timeout, incorrect, rejected)."""
+
+    def __init__(self, verdict: str, reason: str) -> None:
+        super().__init__(reason)
+        self.verdict, self.reason = verdict, reason
+
+
+@dataclass
+class InputSet:
+    """Inputs the task side made: its id there, what each item is, and our pristine bytes."""
+
+    set_id: int
+    items: list
+    raw: list[Optional[np.ndarray]]
+
+    def nbytes(self) -> int:
+        return sum(r.size for r in self.raw if r is not None)
+
+
+@dataclass
+class Operands:
+    """One side's memfds (ours), the items describing them, and what the side made of them."""
+
+    buffers: list[Optional[OwnedBuffer]]
+    items: list
+    prepared: list = field(default_factory=list)
+
+    def write(self, inputs: InputSet) -> None:
+        for buf, raw in zip(self.buffers, inputs.raw):
+            if buf is not None and raw is not None:
+                if raw.size != buf.nbytes:
+                    raise ClaimEnded("error", "make_inputs returned a different size for the same params")
+                buf.view[:] = raw
+
+    def close(self) -> None:
+        for b in self.buffers:
+            if b is not None:
+                b.close()
+
+
+class ClaimSession:
+    def __init__(self, server: ForkServer, deadline: float) -> None:
+        self.server, self.deadline = server, deadline
+        self.sides: dict[str, SideProcess] = {}
+        self.operands: dict[str, Operands] = {}
+
+    # -- exchanges -------------------------------------------------------------------------
+    def left(self) -> float:
+        left = self.deadline - time.monotonic()
+        if left <= 0:
+            raise ClaimEnded("timeout", "the claim's time limit ran out")
+        return left
+
+    def exchange(self, role: str, msg: m.Message, expect: type, fds: tuple[int, ...] = ()):
+        side = self.sides[role]
+        side.thaw()
+        try:
+            return side.channel.request(msg, expect, fds=fds, timeout_s=self.left())
+        except SideFailed as e:
+            f = e.failed
+            raise ClaimEnded(f.verdict, f.message) from None
+        finally:
+            side.freeze()
+
+    def read(self, role: str, buf: m.Buffer) -> np.ndarray:
+        """Decoded numbers of a reported tensor, read while the side is stopped."""
+        side = self.sides[role]
+        if not side.wait_stopped():
+            raise ClaimEnded("error", f"the {role} side did not stop when told to")
+        return read_buffer(side.pid, buf)
+
+    def read_raw(self, role: str, buf: m.Buffer) -> np.ndarray:
+        side = self.sides[role]
+        if not side.wait_stopped():
+            raise ClaimEnded("error", f"the {role} side did not stop when told to")
+        return read_remote(side.pid, buf.ptr, codec.span_bytes(buf.dtype, buf.shape, buf.strides))
+
+    # -- the task side -----------------------------------------------------------------------
+    def make_inputs(self, seed: int, params: dict) -> InputSet:
+        reply, fds = self.exchange("task", m.MakeInputs(seed=seed, params=params), m.Inputs)
+        try:
+            raw = [map_readonly(fds[it.fd], it.nbytes) if isinstance(it, m.TensorItem) else None for it in reply.items]
+        finally:
+            for fd in fds:
+                os.close(fd)
+        return InputSet(reply.set_id, list(reply.items), raw)
+
+    def reference(self, inputs: InputSet, edits: list[m.Edit] = ()) -> list[np.ndarray]:
+        reply, fds = self.exchange("task", m.Reference(set_id=inputs.set_id, edits=list(edits)), m.Arrays)
+        try:
+            out = []
+            for it in reply.items:
+                if not isinstance(it, m.TensorItem) or it.dtype != "float64":
+                    raise ClaimEnded("error", "correctness.reference must return float64 tensors")
+                out.append(codec.from_bytes(map_readonly(fds[it.fd], it.nbytes), "float64", it.shape))
+            return out
+        finally:
+            for fd in fds:
+                os.close(fd)
+
+    def drop(self, inputs: InputSet) -> None:
+        self.exchange("task", m.Drop(set_id=inputs.set_id), m.Done)
+
+    # -- the calling sides -------------------------------------------------------------------
+    def give(self, role: str, inputs: InputSet) -> Operands:
+        """Fresh memfds holding a copy of ``inputs``, handed to ``role``, which prepares its operands."""
+        old = self.operands.pop(role, None)
+        buffers: list[Optional[OwnedBuffer]] = []
+        items: list = []
+        for it, raw in zip(inputs.items, inputs.raw):
+            if isinstance(it, m.TensorItem):
+                b = OwnedBuffer(it.nbytes)
+                b.view[:] = raw
+                items.append(m.TensorItem(dtype=it.dtype, shape=it.shape, nbytes=it.nbytes,
+                                          fd=sum(x is not None for x in buffers)))
+                buffers.append(b)
+            else:
+                buffers.append(None)
+                items.append(it)
+        ops = Operands(buffers, items)
+        fds = tuple(b.fd for b in buffers if b is not None)
+        reply, _ = self.exchange(role, m.Operands(items=items), m.Prepared, fds=fds)
+        ops.prepared = list(reply.operands)
+        self.operands[role] = ops
+        if old is not None:
+            old.close()
+        return ops
+
+    def call(self, role: str, msg: m.Call) -> m.Called:
+        reply, _ = self.exchange(role, msg, m.Called)
+        return reply
+
+    def outputs(self, role: str, called: m.Called) -> list[np.ndarray]:
+        """The numbers of a call's outputs: read directly (CPU) or from the side's staged copies."""
+        bufs = called.outputs
+        if any(b.device != "cpu" for b in bufs):
+            bufs = self.exchange(role, m.Emit(), m.Outputs)[0].outputs
+        return [self.read(role, b) for b in bufs]
+
+    def release(self, role: str) -> None:
+        self.exchange(role, m.Release(), m.Done)
+
+    def probe(self, role: str) -> m.Probed:
+        return self.exchange(role, m.Probe(), m.Probed)[0]
+
+    def members(self) -> dict[str, list[int]]:
+        return {role: side.refresh() for role, side in self.sides.items()}
+
+    def close(self) -> None:
+        for ops in self.operands.values():
+            ops.close()
+        self.operands.clear()
+
+
+def total_cpu_s(pids: list[int]) -> float:
+    return census.cpu_seconds(pids)

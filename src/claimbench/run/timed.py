@@ -1,0 +1,266 @@
+"""The timed rounds, driven from the orchestrator: its clock, its random choices, its checks.
+
+`timing.measure_pair` keeps the protocol (warm-up by time, paired ABBA rounds, throttled samples
+dropped, stopping); this module gives it a timer whose samples are exchanges with a side:
+- CPU: the orchestrator's clock brackets the exchange; a calibrated null call (the same message
+  path with no claim code) is subtracted. The side's own figure is kept as evidence only.
+- CUDA: the side's events are the sample, and must fit inside the orchestrator's bracket of the
+  same exchange; the gap between them is held to a bound calibrated with null calls.
+Between samples the orchestrator itself changes one element of each floating-point input (CPU:
+in the pages it owns; CUDA: sent with the call), reads every kernel output of the round while the
+side is stopped (CPU), and after the round draws which one to check against a fresh reference.
+"""
+
+from __future__ import annotations
+
+import random
+import statistics
+import time
+from dataclasses import dataclass, field
+from typing import Any, Optional
+
+import numpy as np
+
+from ..timing import Sample
+from ..verify import accuracy, codec
+from . import census
+from . import messages as m
+from .coordinate import Solo
+from .session import ClaimEnded, ClaimSession, InputSet
+
+_NOW = time.perf_counter_ns
+NULL_CALLS = 31
+
+
+@dataclass
+class Bracket:
+    """What the orchestrator's clock saw, per side: kept in the record's protocol."""
+
+    null_us: dict = field(default_factory=dict)        # median bracket of a null call, per side
+    brackets_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
+    side_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
+    event_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
+    violations: list = field(default_factory=list)
+
+    def summary(self) -> dict:
+        out: dict[str, Any] = {"null_us": self.null_us}
+        for side in ("kernel", "baseline"):
+            b, own = self.brackets_us[side], self.side_us[side]
+            if b:
+                out[side] = {"median_bracket_us": statistics.median(b), "median_side_us": statistics.median(own),
+                             "samples": len(b)}
+                if self.event_us[side]:
+                    gaps = [x - e for x, e in zip(b, self.event_us[side])]
+                    out[side]["median_gap_us"] = statistics.median(gaps)
+        out["violations"] = self.violations[:10]
+        return out
+
+
+class RemoteTimer:
+    """measure_pair's Timer, over exchanges with the kernel and baseline sides."""
+
+    def __init__(self, s: ClaimSession, device: str, *, hot: bool, min_block_us: float,
+                 flush_bytes: Optional[int], l2_reset: Optional[bool], coord=None) -> None:
+        self.s, self.device = s, device
+        self.coord = coord if coord is not None else Solo()
+        self.mode = "cpu" if device == "cpu" else ("hot" if hot else "cold")
+        self.name = "orchestrator-bracket" if device == "cpu" else "cuda-event-in-bracket"
+        if self.coord.world > 1:
+            self.name += f", max over {self.coord.world} ranks"
+        self.flush_bytes = flush_bytes if self.mode == "cold" else None
+        self.l2_reset = l2_reset if self.mode == "cold" else None
+        self.min_block_us = min_block_us
+        self.calls_per_block: dict[str, int] = {}
+        self.bracket = Bracket()
+        self.hooks: Optional["Rechecks"] = None
+        self.unreleased: set[str] = set()
+
+    def _exchange(self, side: str, msg: m.Call) -> tuple[m.Called, float]:
+        if side in self.unreleased:
+            self.s.release(side)
+            self.unreleased.discard(side)
+        proc = self.s.sides[side]
+        proc.thaw()
+        _wait_running(proc.pid)
+        left = self.s.left()
+        t0 = _NOW()
+        try:
+            proc.channel.send(msg)
+            reply, fds = proc.channel.recv(left)
+        finally:
+            t1 = _NOW()
+            proc.freeze()
+        if isinstance(reply, m.Failed):
+            raise ClaimEnded(reply.verdict, reply.message)
+        if not isinstance(reply, m.Called):
+            raise ClaimEnded("error", f"the {side} side answered {reply.kind!r} to a call")
+        self.unreleased.add(side)
+        return reply, (t1 - t0) / 1000.0
+
+    def call(self, side: str) -> Any:
+        reply, _ = self._exchange(side, m.Call())
+        return reply
+
+    def _null(self, side: str) -> float:
+        if side not in self.bracket.null_us:
+            timed = "cpu" if self.device == "cpu" else "cuda"
+            xs = [self._exchange(side, m.Call(null=True, timed=timed))[1] for _ in range(NULL_CALLS)]
+            self.bracket.null_us[side] = statistics.median(xs)
+        return self.bracket.null_us[side]
+
+    def calibrate(self, side: str, fn: Any) -> int:
+        self._null(side)
+        if self.mode == "cold":
+            self.calls_per_block[side] = 1
+            return 0
+        n, made = 1, 0
+        while True:
+            self.calls_per_block[side] = n
+            s = self.sample(side, fn, record=False)
+            made += n
+            if s.us * n >= self.min_block_us or n >= 1 << 20:
+                return made
+            n *= 2
+
+    def sample(self, side: str, fn: Any, record: bool = True) -> Sample:
+        n = self.calls_per_block.get(side, 1)
+        edits = self.hooks.take_edits(side) if self.hooks is not None and self.device != "cpu" else []
+        timed = "cpu" if self.device == "cpu" else "cuda"
+        self.coord.barrier()  # every rank's sample starts together: a collective waits for its slowest rank
+        reply, bracket_us = self._exchange(side, m.Call(n=n, timed=timed, edits=edits))
+        b = self.bracket
+        if self.device == "cpu":
+            us = max(bracket_us - self._null(side), 0.0) / n
+            if record:
+                b.brackets_us[side].append(bracket_us)
+                b.side_us[side].append(reply.side_us * n)
+            return Sample(us=self._slowest(us), out=reply, calls=n)
+        ev = float(reply.event_us or 0.0)
+        if record:
+            b.brackets_us[side].append(bracket_us)
+            b.side_us[side].append(reply.side_us)
+            b.event_us[side].append(ev * n)
+            if ev * n > bracket_us * 1.001 + 5.0:
+                b.violations.append(f"{side}: events {ev * n:.1f} us inside a bracket of {bracket_us:.1f} us")
+        reasons, clock = reply.throttle_reasons, reply.sm_clock_mhz
+        if self.coord.world > 1:
+            ev, bits, neg = self.coord.max([ev, float(int(reasons or 0)), -(clock or 1e9)])
+            reasons, clock = (int(bits) if reasons is not None or bits else None), (None if neg <= -1e9 else -neg)
+        return Sample(us=ev, out=reply, throttle_reasons=reasons, sm_clock_mhz=clock, calls=n)
+
+    def _slowest(self, us: float) -> float:
+        return self.coord.max([us])[0] if self.coord.world > 1 else us
+
+
+def _wait_running(pid: int, timeout_s: float = 0.5) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        s = census.stat(pid)
+        if s is None or s.state not in ("T", "t"):
+            return
+
+
+class Rechecks:
+    """measure_pair's hooks: new inputs each round, one changed element before each kernel sample,
+    every kernel output of the round read, one drawn afterwards and checked, a census per round."""
+
+    def __init__(self, s: ClaimSession, claim, params: dict, seed: int, timer: RemoteTimer, *,
+                 perturb: bool, calls_per_round: int, device: str, coord=None) -> None:
+        self.coord = coord if coord is not None else Solo()
+        self.s, self.claim, self.params, self.seed, self.timer = s, claim, params, seed, timer
+        self.perturb, self.calls_per_round, self.device = perturb, calls_per_round, device
+        self.rng = random.SystemRandom()
+        self.inputs: Optional[InputSet] = None
+        self.edits: list[m.Edit] = []
+        self.pending: dict[str, list[m.Edit]] = {"kernel": [], "baseline": []}
+        self.candidates: list[tuple[np.ndarray, list[m.Edit], list[m.Buffer]]] = []
+        self.checked = 0
+        self.failures: list[str] = []
+        self.perturbed = 0
+        self.shape_after_warmup: Optional[dict] = None
+        self.census_problems: list[str] = []
+        timer.hooks = self
+
+    # -- rounds ----------------------------------------------------------------------------
+    def before_round(self, r: int) -> None:
+        self.finish_round()
+        if self.shape_after_warmup is None:
+            self.shape_after_warmup = self._shape()
+        inputs = self.s.make_inputs(self.seed + 104729 * (r + 1), self.params)
+        for role in ("kernel", "baseline"):
+            self.s.operands[role].write(inputs)
+            if self.device != "cpu" or self._prepared(role):
+                self.s.exchange(role, m.Refill(), m.Done)
+        if self.inputs is not None:
+            self.s.drop(self.inputs)
+        self.inputs, self.edits = inputs, []
+        self.pending = {"kernel": [], "baseline": []}
+        problems = census.differences(self.shape_after_warmup, self._shape())
+        if problems:
+            raise ClaimEnded("rejected", "the claim's processes changed between rounds: " + "; ".join(problems[:4]))
+
+    def _shape(self) -> dict:
+        out = {}
+        for role, pids in self.s.members().items():
+            for pid, shape in census.shape(pids).items():
+                out[pid] = shape
+        return out
+
+    def _prepared(self, role: str) -> bool:
+        return getattr(self.claim, role).prepare is not None
+
+    def before_sample(self, side: str, r: int) -> None:
+        if side != "kernel" or not self.perturb or self.inputs is None:
+            return
+        for i, (it, raw) in enumerate(zip(self.inputs.items, self.inputs.raw)):
+            if not isinstance(it, m.TensorItem) or it.dtype not in codec.FLOATING or raw is None or not raw.size:
+                continue
+            size = codec.itemsize(it.dtype)
+            idx = self.rng.randrange(raw.size // size)
+            kbuf = self.s.operands["kernel"].buffers[i]
+            old = codec.from_bytes(kbuf.view[idx * size:(idx + 1) * size], it.dtype, [1])[0]
+            new = codec.encode_element(-old - 1.0 if np.isfinite(old) else 1.0, it.dtype)
+            edit = m.Edit(operand=i, index=idx, raw=new.hex())
+            if self.device == "cpu":  # our own pages: the side takes no part
+                for role in ("kernel", "baseline"):
+                    self.s.operands[role].buffers[i].view[idx * size:(idx + 1) * size] = np.frombuffer(new, np.uint8)
+            else:
+                self.pending["kernel"].append(edit)
+                self.pending["baseline"].append(edit)
+            self.edits.append(edit)
+            self.perturbed += 1
+
+    def take_edits(self, side: str) -> list[m.Edit]:
+        out, self.pending[side] = self.pending[side], []
+        return out
+
+    def after_sample(self, side: str, r: int, out: Any) -> None:
+        if side == "kernel" and isinstance(out, m.Called):
+            if self.device == "cpu":  # every output is read: the kernel cannot know which one counts
+                raws = [self.s.read_raw("kernel", b) for b in out.outputs]
+                self.candidates.append((raws, list(self.edits), list(out.outputs)))
+            elif self.coord.broadcast(self.rng.random() < 1.0 / max(1, self.calls_per_round)):
+                staged = self.s.exchange("kernel", m.Emit(), m.Outputs)[0].outputs
+                raws = [self.s.read_raw("kernel", b) for b in staged]
+                self.candidates.append((raws, list(self.edits), list(staged)))
+        self.s.release(side)
+        self.timer.unreleased.discard(side)
+
+    def finish_round(self) -> None:
+        if self.inputs is None or not self.candidates:
+            self.candidates = []
+            return
+        pick = self.coord.broadcast(self.rng.randrange(len(self.candidates)))  # drawn after the calls returned
+        raws, edits, bufs = self.candidates[min(pick, len(self.candidates) - 1)]
+        self.candidates = []
+        ref = self.s.reference(self.inputs, edits)
+        outs = [codec.from_bytes(raw, b.dtype, b.shape, b.strides) for raw, b in zip(raws, bufs)]
+        self.checked += 1
+        if len(outs) != len(ref):
+            self.failures.append(f"{len(outs)} outputs, the reference has {len(ref)}")
+            return
+        for i, (o, rr) in enumerate(zip(outs, ref)):
+            res = accuracy.compare(o, rr, self.claim.correctness, out_dtype=bufs[i].dtype)
+            if not res["passed"]:
+                self.failures.append(f"output {i}: {res['reason']}")
+                return

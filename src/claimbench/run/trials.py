@@ -1,0 +1,207 @@
+"""Correctness before any number: fresh inputs per trial, the kernel checked against the reference.
+
+Everything here happens in the orchestrator, on bytes it read out of the sides: the kernel's
+outputs, the baseline's, and the task side's float64 reference. The reference must be finite
+wherever the baseline's own output is; null models run on every trial, so a tolerance cannot
+mean something for the first inputs only.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable, Optional
+
+import numpy as np
+
+from ..verify import accuracy, nullmodels
+from . import messages as m
+from .ranked import tagged
+from .session import ClaimEnded, ClaimSession, InputSet
+
+
+def shapes(claim, measured: bool) -> list[dict]:
+    base = dict(claim.workload.params)
+    checks = [{**base, **c} for c in claim.workload.check_params]
+    return ([base] if measured else []) + checks or [base]
+
+
+def seed_check(s: ClaimSession, claim, seeds: list[int], measured: bool, coord=None) -> list[str]:
+    params = shapes(claim, measured)[0]
+    a, b = s.make_inputs(seeds[0], params), s.make_inputs(seeds[1], params)
+    same = all((x is None and y is None) or (x is not None and y is not None and x.tobytes() == y.tobytes())
+               for x, y in zip(a.raw, b.raw)) and a.items == b.items
+    s.drop(a)
+    s.drop(b)
+    mine = ["make_inputs ignores its seed: two seeds gave identical inputs, so a kernel could replay them"] if same else []
+    return tagged(coord.gather(mine)) if coord is not None and coord.world > 1 else mine
+
+
+def run_trials(s: ClaimSession, claim, *, device: str, dtype: str, seeds: list[int], measured: bool,
+               say: Callable[[str], None], coord=None) -> tuple[dict, list[str]]:
+    """(the correctness result as data, rejections). Stops at the first trial with a rejection;
+    with several ranks, every rank decides that from every rank's findings, so all stop together."""
+    plan = shapes(claim, measured)
+    steps = [(plan[0], seed, f"trial {i + 1}/{len(seeds)}") for i, seed in enumerate(seeds)]
+    steps += [(p, seeds[0] + 7919 * (j + 1), f"check shape {j + 1}/{len(plan) - 1} {p}") for j, p in enumerate(plan[1:])]
+    trials: list[dict] = []
+    rejections: list[str] = []
+    for k, (params, seed, label) in enumerate(steps):
+        say(f"correctness: {label}")
+        row, rej = _trial(s, claim, device, dtype, params, seed, first=k == 0)
+        if coord is not None and coord.world > 1:
+            rej = tagged([r for _, r in coord.gather((None, rej))])
+        trials.append(row)
+        rejections += rej
+        if rej:
+            break
+    if "batch-invariant" in claim.correctness.properties and not rejections:
+        say("correctness: batch invariance")
+        trials.append(_batch_invariance(s, plan[0], seeds[0], dtype))
+    failed = [t for t in trials if not t["passed"]]
+    reason = "" if not failed else f"trial {trials.index(failed[0]) + 1} {failed[0]['params']}: {failed[0]['reason']}"
+    passed = not failed and not rejections
+    note = f"{len(trials)} checks passed ({device}, {dtype})" if passed else reason
+    return {"passed": passed if not rejections else None, "reason": note, "trials": trials}, rejections
+
+
+def _trial(s: ClaimSession, claim, device: str, dtype: str, params: dict, seed: int, *, first: bool
+           ) -> tuple[dict, list[str]]:
+    corr, rej = claim.correctness, []
+    inputs = s.make_inputs(seed, params)
+    row: dict[str, Any] = {"seed": seed, "params": params, "dtype": dtype}
+    kops = s.give("kernel", inputs)
+    kprep = claim.kernel.prepare is not None
+    before = _operand_bytes(s, "kernel") if (kprep or device != "cpu") else None
+    called = s.call("kernel", m.Call(trace=first))
+    rej += list(called.problems)
+    if first:
+        row["ops"] = list(called.ops)[:200]
+    outs = s.outputs("kernel", called)
+    out_dtypes = [b.dtype for b in called.outputs]
+    after = _operand_bytes(s, "kernel") if before is not None else None
+    if before is not None:
+        mutated = any(x is not None and y is not None and x.tobytes() != y.tobytes() for x, y in zip(before, after))
+    else:
+        mutated = any(b is not None and r is not None and b.view.tobytes() != r.tobytes()
+                      for b, r in zip(kops.buffers, inputs.raw))
+    if mutated:
+        rej.append("the kernel changed its inputs; it must leave them as they were")
+    if _aliases(called.outputs, kops.prepared):
+        rej.append("the kernel returned a view of its operands; outputs must be allocated by the kernel")
+    if "deterministic" in corr.properties:
+        s.release("kernel")
+        again = s.call("kernel", m.Call(again=True))
+        twice = s.outputs("kernel", again)
+        row["deterministic"] = all(accuracy.bitwise_equal(a, b) for a, b in zip(outs, twice))
+    s.release("kernel")
+    s.give("baseline", inputs)
+    bcalled = s.call("baseline", m.Call())
+    bouts = s.outputs("baseline", bcalled)
+    expect = [b.dtype for b in bcalled.outputs]
+    s.release("baseline")
+    ref = s.reference(inputs)
+    _reference_is_finite(ref, bouts)
+    row.update(_compare_all(outs, ref, corr, out_dtypes, expect))
+    if kprep and _prepared_answer(after or [], inputs, ref, corr):
+        rej.append("the kernel's operands already hold the answer: `prepare` must not compute it")
+    base = _compare_all(bouts, ref, corr, expect, None)
+    row["baseline_rel_l2"] = [o.get("rel_l2") for o in base["outputs"]]
+    if not base["passed"]:
+        rej.append(f"the baseline disagrees with the reference ({base['reason']}); fix the claim's reference or tolerances")
+    if row.get("deterministic") is False:
+        row.update(passed=False, reason="not deterministic: two calls on the same operands differ bitwise")
+    nm = nullmodels.null_models(ref, corr, _precision_for_nulls(claim.precision.dtype, dtype, expect))
+    row["null_models"] = nm
+    passing = [k for k, v in nm.items() if v]
+    if passing:
+        rej.append(f"the tolerances are too loose: {nullmodels.explain(passing)} passes them")
+    s.drop(inputs)
+    return row, rej
+
+
+def _precision_for_nulls(claim_dtype: str, run_dtype: str, out_dtypes: list[str]) -> Optional[str]:
+    """The precision the lower-precision null model rounds below: the claim's own; for an integer
+    or quantized claim, its output's, unless it is checked at another dtype (then none)."""
+    if claim_dtype in nullmodels.LOWER:
+        return claim_dtype
+    if run_dtype != claim_dtype:
+        return None
+    return out_dtypes[0] if out_dtypes and out_dtypes[0] in nullmodels.LOWER else None
+
+
+def _operand_bytes(s: ClaimSession, role: str) -> list[Optional[np.ndarray]]:
+    shown = s.exchange(role, m.ShowOperands(), m.Prepared)[0]
+    return [s.read_raw(role, b) if b is not None else None for b in shown.operands]
+
+
+def _aliases(outs: list[m.Buffer], operands: list) -> bool:
+    spans = [(b.storage[0], b.storage[0] + b.storage[1]) for b in operands if b is not None and b.storage[1]]
+    for o in outs:
+        lo, hi = o.storage[0], o.storage[0] + o.storage[1]
+        if o.storage[1] and any(lo < b_hi and b_lo < hi for b_lo, b_hi in spans):
+            return True
+    return False
+
+
+def _reference_is_finite(ref: list[np.ndarray], bouts: list[np.ndarray]) -> None:
+    for i, (r, b) in enumerate(zip(ref, bouts)):
+        if r.shape != b.shape:
+            continue
+        bad = int(np.count_nonzero(~np.isfinite(r) & np.isfinite(b)))
+        if bad:
+            raise ClaimEnded("error", f"correctness.reference output {i} is NaN or Inf at {bad} elements where the "
+                             "baseline's output is finite; a reference must be finite there")
+
+
+def _compare_all(outs, refs, corr, dtypes, expect) -> dict:
+    if len(outs) != len(refs):
+        return {"passed": False, "reason": f"{len(outs)} outputs, the reference has {len(refs)}", "outputs": []}
+    rows = [accuracy.compare(o, r, corr, out_dtype=dtypes[i], expect_dtype=None if expect is None else expect[i])
+            for i, (o, r) in enumerate(zip(outs, refs))]
+    bad = [f"output {i}: {row['reason']}" for i, row in enumerate(rows) if not row["passed"]]
+    return {"passed": not bad, "reason": "; ".join(bad), "outputs": rows}
+
+
+def _prepared_answer(prepared: list, inputs: InputSet, ref: list[np.ndarray], corr) -> bool:
+    """True when an operand `prepare` made matches a reference output that is not simply an input."""
+    from ..verify import codec
+
+    decoded_inputs = [codec.from_bytes(raw, it.dtype, it.shape) for it, raw in zip(inputs.items, inputs.raw)
+                      if raw is not None]
+    for r in ref:
+        if any(x.shape == r.shape and accuracy.compare(x, r, corr, quick=True)["passed"] for x in decoded_inputs):
+            continue
+        for raw in prepared:
+            if raw is None:
+                continue
+            if raw.size == r.size * 8 and accuracy.compare(raw.view(np.float64).reshape(r.shape), r, corr, quick=True)["passed"]:
+                return True
+            for dt, size in (("float32", 4), ("float16", 2), ("bfloat16", 2)):
+                if raw.size == r.size * size:
+                    if accuracy.compare(codec.from_bytes(raw, dt, list(r.shape)), r, corr, quick=True)["passed"]:
+                        return True
+    return False
+
+
+def _batch_invariance(s: ClaimSession, params: dict, seed: int, dtype: str) -> dict:
+    """Each row alone, in the full batch, and at another position: bitwise the same."""
+    inputs = s.make_inputs(seed, params)
+    s.give("kernel", inputs)
+    row = {"seed": seed, "params": params, "dtype": dtype, "property": "batch-invariant"}
+    prepared = s.operands["kernel"].prepared
+    n = prepared[0].shape[0] if prepared and prepared[0] is not None and prepared[0].shape else 0
+    if n < 2:
+        return {**row, "passed": False, "reason": "batch invariance needs a batch of at least 2 rows along dim 0"}
+    full = s.outputs("kernel", s.call("kernel", m.Call()))[0]
+    s.release("kernel")
+    shifted = s.outputs("kernel", s.call("kernel", m.Call(variant=m.Variant(roll=True))))[0]
+    s.release("kernel")
+    for i in sorted({0, n // 2, n - 1}):
+        one = s.outputs("kernel", s.call("kernel", m.Call(variant=m.Variant(row=i))))[0]
+        s.release("kernel")
+        if not accuracy.bitwise_equal(one[0], full[i]):
+            return {**row, "passed": False, "reason": f"row {i} alone differs bitwise from row {i} in the batch of {n}"}
+        j = (i + 1) % n
+        if not accuracy.bitwise_equal(shifted[j], full[i]):
+            return {**row, "passed": False, "reason": f"row {i} moved to position {j} differs bitwise"}
+    s.drop(inputs)
+    return {**row, "passed": True, "reason": ""}

@@ -1,0 +1,138 @@
+"""The fork server: imports torch (and Triton) once, then forks each side of each claim.
+
+Starting three processes per claim, each importing torch, would cost seconds; forking them from
+a process that has already imported torch costs milliseconds. No claim code ever runs here: the
+server imports only torch, Triton and claimbench's side modules, and each fork loads its claim's
+modules itself. The server is a child subreaper, so a side's descendants that detach (`setsid`,
+double fork) are reparented to it, and `kill_all` ends every one of them.
+
+Run as `python -m claimbench.side.server FD`, FD being its end of the orchestrator's socketpair.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import os
+import resource
+import signal
+import socket
+import sys
+import time
+
+PR_SET_PDEATHSIG = 1
+PR_SET_CHILD_SUBREAPER = 36
+
+
+def _prctl(option: int, value: int) -> None:
+    ctypes.CDLL(None, use_errno=True).prctl(option, value, 0, 0, 0)
+
+
+def main(argv: list[str]) -> int:
+    ctl_fd = int(argv[1])
+    _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the orchestrator gone: so are we
+    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+    import torch  # noqa: F401  (the point of this process: imported once, before any fork)
+    import importlib.util
+    if importlib.util.find_spec("triton") is not None:
+        import triton  # noqa: F401
+    from ..run import messages as m
+    from ..run.channel import Channel, ChannelClosed
+    from . import caller, main as side_main, task  # noqa: F401  (preloaded for the forks)
+
+    ctl = Channel(socket.socket(fileno=ctl_fd), "orchestrator")
+    ctl.send(m.Ready(pid=os.getpid(), versions={"torch": torch.__version__}))
+    children: set[int] = set()
+    while True:
+        try:
+            msg, fds = ctl.recv()
+        except ChannelClosed:
+            _kill_all()
+            os._exit(0)
+        if isinstance(msg, m.Spawn):
+            pid = _fork_side(msg, fds, ctl_fd)
+            children.add(pid)
+            for fd in fds:
+                os.close(fd)
+            ctl.send(m.Spawned(pid=pid))
+        elif isinstance(msg, m.KillAll):
+            _kill_all()
+            ctl.send(m.Done())
+        elif isinstance(msg, m.Bye):
+            _kill_all()
+            os._exit(0)
+        else:
+            ctl.send(m.Failed(message=f"the fork server does not take {msg.kind!r}"))
+        _reap()
+
+
+def _fork_side(msg, fds: list[int], ctl_fd: int) -> int:
+    chan_fd, log_fd = fds[0], fds[1]
+    pid = os.fork()
+    if pid:
+        return pid
+    try:  # the child: nothing of the server's may reach claim code
+        os.setsid()
+        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        os.dup2(log_fd, 1)
+        os.dup2(log_fd, 2)
+        keep = {0, 1, 2, chan_fd}
+        for fd in _open_fds():
+            if fd not in keep:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        os.environ.update(msg.env)
+        if msg.max_memory_bytes:
+            resource.setrlimit(resource.RLIMIT_AS, (msg.max_memory_bytes, msg.max_memory_bytes))
+        sys.stdout = os.fdopen(1, "w", buffering=1)
+        sys.stderr = os.fdopen(2, "w", buffering=1)
+        from .main import serve
+        serve(socket.socket(fileno=chan_fd), msg.role)
+    except BaseException:
+        import traceback
+        traceback.print_exc()
+    os._exit(70)
+
+
+def _open_fds() -> list[int]:
+    try:
+        return [int(x) for x in os.listdir("/proc/self/fd")]
+    except OSError:
+        return list(range(3, 1024))
+
+
+def _reap() -> None:
+    while True:
+        try:
+            pid, _ = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+
+
+def _children() -> list[int]:
+    from ..run.census import children
+    return children(os.getpid())
+
+
+def _kill_all() -> None:
+    """SIGKILL every child, again and again: orphans of those just killed are reparented to us."""
+    deadline = time.monotonic() + 10.0
+    while time.monotonic() < deadline:
+        kids = _children()
+        if not kids:
+            _reap()
+            return
+        for pid in kids:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        time.sleep(0.01)
+        _reap()
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))

@@ -1,0 +1,95 @@
+"""Tensors in and out of memfds: how inputs, references and outputs cross process boundaries.
+
+A memfd is anonymous shared memory passed by descriptor. The task side writes its inputs and
+references into memfds of its own; the orchestrator copies inputs into memfds it owns for each
+side, and on CPU the side's operands are views of those pages, so the orchestrator can change an
+element between two samples without the side taking part.
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from typing import Any
+
+import torch
+
+from ..run import messages as m
+
+DTYPES = {name: getattr(torch, name) for name in (
+    "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
+    "int64", "int32", "int16", "int8", "uint8", "bool") if hasattr(torch, name)}
+NAMES = {v: k for k, v in DTYPES.items()}
+
+
+def dtype_name(dt: torch.dtype) -> str:
+    try:
+        return NAMES[dt]
+    except KeyError:
+        raise TypeError(f"tensors of dtype {dt} cannot be checked (supported: {', '.join(DTYPES)})") from None
+
+
+def to_memfd(t: torch.Tensor, fd_index: int) -> tuple[int, m.TensorItem]:
+    """A new memfd holding ``t``'s contiguous bytes (copied from the device if need be)."""
+    name = dtype_name(t.dtype)
+    nbytes = t.numel() * t.element_size()
+    fd = os.memfd_create("claimbench-tensor", 0)
+    if nbytes:
+        os.ftruncate(fd, nbytes)
+        with mmap.mmap(fd, nbytes) as mm:
+            dst = torch.frombuffer(mm, dtype=torch.uint8, count=nbytes)
+            torch.Tensor.copy_(dst, torch.Tensor.contiguous(t).reshape(-1).view(torch.uint8))
+            del dst
+    return fd, m.TensorItem(dtype=name, shape=list(t.shape), nbytes=nbytes, fd=fd_index)
+
+
+class Mapped:
+    """A memfd mapped into this process, and a CPU tensor viewing its pages."""
+
+    def __init__(self, fd: int, item: m.TensorItem) -> None:
+        dt = DTYPES.get(item.dtype)
+        if dt is None:
+            raise TypeError(f"unsupported dtype {item.dtype}")
+        self.item = item
+        self.mm = mmap.mmap(fd, item.nbytes) if item.nbytes else None
+        if self.mm is None:
+            self.tensor = torch.empty(item.shape, dtype=dt)
+        else:
+            self.tensor = torch.frombuffer(self.mm, dtype=torch.uint8, count=item.nbytes).view(dt).reshape(item.shape)
+
+
+def buffer(t: torch.Tensor, *, ptr: int | None = None, staged: bool = False) -> m.Buffer:
+    """Where ``t`` lives: its data (or a staged host copy at ``ptr``), shape, strides, storage."""
+    storage = torch.Tensor.untyped_storage(t)
+    es = t.element_size()
+    span = (1 + sum((d - 1) * s for d, s in zip(t.shape, t.stride()))) * es if t.numel() else 0
+    return m.Buffer(dtype=dtype_name(t.dtype), shape=list(t.shape), strides=list(t.stride()),
+                    ptr=int(ptr if ptr is not None else torch.Tensor.data_ptr(t)), span_bytes=span,
+                    device=t.device.type, storage=(int(storage.data_ptr()), int(storage.nbytes())), staged=staged)
+
+
+def stage(t: torch.Tensor) -> torch.Tensor:
+    """A pinned host copy of a CUDA tensor, for the orchestrator to read."""
+    host = torch.empty_strided(t.shape, t.stride(), dtype=t.dtype, pin_memory=True)
+    torch.Tensor.copy_(host, t)
+    return host
+
+
+def poison(items: Any) -> None:
+    """Overwrite before freeing, so memory handed out again holds no answer."""
+    for t in items if isinstance(items, (tuple, list)) else (items,):
+        if type(t) is torch.Tensor and t.numel():
+            with torch.no_grad():
+                if t.is_floating_point():
+                    torch.Tensor.fill_(t, float("nan"))
+                elif t.dtype != torch.bool:
+                    info = torch.iinfo(t.dtype)
+                    torch.Tensor.fill_(t, info.min if t.dtype.is_signed else info.max)
+
+
+def set_element(t: torch.Tensor, index: int, raw: bytes) -> None:
+    """Write one element's bytes (a perturbation or an edit) into a contiguous tensor."""
+    es = t.element_size()
+    flat = torch.Tensor.view(torch.Tensor.reshape(t, -1), torch.uint8)
+    src = torch.tensor(list(raw), dtype=torch.uint8, device=t.device)
+    torch.Tensor.copy_(flat[index * es:(index + 1) * es], src)

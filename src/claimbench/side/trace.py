@@ -1,0 +1,127 @@
+"""The dispatch trace of one correctness call: which aten ops the kernel really ran.
+
+A `TorchDispatchMode` sees every aten op, so a forbidden op reached through `getattr`, `torch.ops`
+or an alias is still seen; a profile hook sees calls of the baseline's own function. This runs in
+the kernel's process and is evidence of what the kernel did when watched. A kernel that behaves
+differently when unwatched gains nothing from it: what decides the verdict is checked outside,
+on outputs the kernel cannot tell apart from the traced one's.
+"""
+
+from __future__ import annotations
+
+import sys
+import threading
+import time
+from typing import Any, Callable, Iterable
+
+from torch.utils._python_dispatch import TorchDispatchMode
+
+OP_ALIASES = {
+    "matmul": {"mm", "bmm", "addmm", "matmul", "baddbmm", "addbmm", "_addmm_activation", "linear", "dot", "mv", "addmv"},
+    "mm": {"mm", "addmm", "matmul"},
+    "scaled_dot_product_attention": {"_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
+                                     "_scaled_dot_product_attention_math", "scaled_dot_product_attention",
+                                     "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_cudnn_attention"},
+    "softmax": {"softmax", "_softmax", "_safe_softmax"},
+    "log_softmax": {"log_softmax", "_log_softmax"},
+    "cumsum": {"cumsum", "_cumsum"},
+    "sum": {"sum"},
+    "clone": {"clone"},
+}
+
+
+def forbidden_ops(names: Iterable[str]) -> set[str]:
+    """aten op names (overload packets, leading underscores kept) a forbidden name stands for."""
+    ops: set[str] = set()
+    for n in names:
+        last = n.split(".")[-1]
+        ops |= OP_ALIASES.get(last, {last, "_" + last})
+    return ops
+
+
+def resolve(dotted: str) -> Any:
+    """The object a dotted name names in this process, or None."""
+    parts = dotted.split(".")
+    obj = sys.modules.get(parts[0])
+    for p in parts[1:]:
+        obj = getattr(obj, p, None) if obj is not None else None
+    return obj
+
+
+class _OpRecorder(TorchDispatchMode):
+    """Records the overload packet of every aten op that reaches the dispatcher."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.ops: set[str] = set()
+
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        # torch would wrap __torch_dispatch__ in a dynamo-disable shim whose first call imports
+        # torch._dynamo, a second per claim process, for a frame dynamo never compiles.
+        return False
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.add(func._overloadpacket.__name__ if hasattr(func, "_overloadpacket") else str(func))
+        return func(*args, **(kwargs or {}))
+
+
+class _DynamoSafeRecorder(_OpRecorder):
+    @classmethod
+    def _should_skip_dynamo(cls) -> bool:
+        return True
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # wrapped by torch on class creation
+        return super().__torch_dispatch__(func, types, args, kwargs)
+
+
+def _recorder() -> _OpRecorder:
+    return _DynamoSafeRecorder() if "torch._dynamo" in sys.modules else _OpRecorder()
+
+
+def traced_call(thunk: Callable[[], Any], *, forbidden: Iterable[str], baseline_code: Any = None
+                ) -> tuple[Any, list[str], list[str]]:
+    """(output, problems, ops seen) of one call under the dispatch trace and a profile hook."""
+    forbidden = list(forbidden)
+    bad_ops = forbidden_ops(forbidden)
+    bad_objs = {id(o): n for n in forbidden if (o := resolve(n)) is not None}
+    hits: list[str] = []
+
+    def hook(frame, event, arg):
+        if event == "call" and baseline_code is not None and frame.f_code is baseline_code:
+            hits.append(f"called the baseline's own function `{baseline_code.co_name}` at run time")
+        elif event == "c_call" and id(arg) in bad_objs:
+            hits.append(f"called forbidden `{bad_objs[id(arg)]}` at run time")
+
+    before = set(threading.enumerate())
+    rec = _recorder()
+    old = sys.getprofile()
+    with rec:
+        sys.setprofile(hook)
+        try:
+            out = thunk()
+        finally:
+            sys.setprofile(old)
+    problems = sorted(set(hits))
+    seen = sorted(rec.ops)
+    problems += [f"ran forbidden op aten::{op} (dispatch trace)" for op in seen if op in bad_ops]
+    problems += new_threads(before)
+    return out, problems, seen
+
+
+def new_threads(before: set, grace_s: float = 0.05) -> list[str]:
+    deadline = time.monotonic() + grace_s
+    while True:
+        extra = [t for t in threading.enumerate() if t not in before and t.is_alive()]
+        if not extra or time.monotonic() > deadline:
+            break
+        time.sleep(0.005)
+    return [f"left thread {t.name!r} running after returning" for t in extra]
+
+
+def prime() -> None:
+    """Enter the dispatch machinery once, so its lazy set-up does not happen during the kernel."""
+    import torch
+
+    with _recorder():
+        torch.ones(2).add(1)

@@ -1,0 +1,34 @@
+"""Without a sandbox, what a claim changed in the project is found (utime cannot hide it) and undone."""
+
+import os
+import subprocess
+
+from claimbench.run import filecensus
+
+
+def _repo(tmp_path):
+    subprocess.run(["git", "init", "-q", str(tmp_path)], check=True)
+    (tmp_path / "results" / "records" / "c").mkdir(parents=True)
+    rec = tmp_path / "results" / "records" / "c" / "r.json"
+    rec.write_text('{"value": 1.0}')
+    subprocess.run(["git", "-C", str(tmp_path), "add", "-A"], check=True)
+    subprocess.run(["git", "-C", str(tmp_path), "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"],
+                   check=True)
+    return rec
+
+
+def test_an_overwrite_hidden_with_utime_and_a_planted_record_are_found_and_undone(tmp_path):
+    rec = _repo(tmp_path)
+    before = filecensus.snapshot(tmp_path)
+    st = rec.stat()
+    rec.write_text('{"value": 32.0}')
+    os.utime(rec, ns=(st.st_atime_ns, st.st_mtime_ns))  # same size and mtime: only ctime tells
+    planted = tmp_path / "results" / "records" / "c" / "forged.json"
+    planted.write_text("{}")
+    os.utime(rec.parent, ns=(st.st_atime_ns, st.st_mtime_ns))
+    changed, new, removed = filecensus.changes(before, filecensus.snapshot(tmp_path))
+    assert str(rec) in changed and str(planted) in new and not removed
+    left = filecensus.undo(tmp_path, changed, new, removed, tmp_path / "results" / ".quarantine")
+    assert left == []
+    assert rec.read_text() == '{"value": 1.0}' and not planted.exists()
+    assert list((tmp_path / "results" / ".quarantine").rglob("forged.json"))

@@ -1,0 +1,153 @@
+"""ingest: records from two machines round-trip into one list entry; records that do not match
+their commit, or that audit would fail, are refused one line each."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+import recordkit as rk
+from claimbench.cli import main
+from claimbench.ingest import find_records, ingest
+from claimbench.publish import publish
+from claimbench.record import MIN_PROTOCOL_VERSION, write_record
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def project(tmp_path):
+    """The publish fixture as a git repository with one commit; results/ empty and ignored."""
+    root = rk.copy_tree(tmp_path / "proj")
+    (root / ".gitignore").write_text("results/\n")
+    _git(root, "init", "-q")
+    _git(root, "add", "-A")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "fixture")
+    return root, _git(root, "rev-parse", "HEAD")
+
+
+def _fleet(tmp_path: Path, root: Path, commit: str, **over) -> dict[str, Path]:
+    """What two fleet runners upload: one softmax record each, on an H200 and on an H100."""
+    runs = tmp_path / "artifacts"
+    h200 = rk.build(root, "softmax-online", hw="nvidia-h200", created="2026-11-02T09:00:00.000000Z",
+                    kernel_us=150, baseline_us=243, seed=2, git_commit=commit, **over)
+    h100 = rk.build(root, "softmax-online", hw="nvidia-h100", created="2026-11-02T10:00:00.000000Z",
+                    kernel_us=200, baseline_us=304, seed=3, git_commit=commit, **over)
+    return {"h200": write_record(runs / "h200", h200), "h100": write_record(runs / "h100", h100)}
+
+
+def test_two_machines_round_trip_into_one_entry(project, tmp_path):
+    root, commit = project
+    made = _fleet(tmp_path, root, commit)
+    report = ingest(root, [tmp_path / "artifacts"], root / "results")
+    assert report.refused == [] and report.present == []
+    dests = sorted(Path(d) for _, d in report.ingested)
+    assert dests == sorted(root / "results" / "records" / "softmax-online" / p.name for p in made.values())
+    for p in made.values():  # byte for byte, under their own names
+        assert (root / "results" / "records" / "softmax-online" / p.name).read_bytes() == p.read_bytes()
+    plan = publish(root, root / "LIST.md", root / "results")
+    assert plan.changed
+    line = next(x for x in (root / "LIST.md").read_text().splitlines() if x.startswith("- Online Normalizer"))
+    for p in made.values():
+        assert f"results/records/softmax-online/{p.name}" in line
+    assert "H200" in line and "H100" in line
+    again = ingest(root, [tmp_path / "artifacts"], root / "results")  # idempotent
+    assert again.ingested == [] and len(again.present) == 2 and again.refused == []
+    assert main(["--root", str(root), "audit", "--no-cache"]) == 0
+
+
+def test_a_record_whose_hashes_do_not_match_its_commit_is_refused(project, tmp_path):
+    root, commit = project
+    stubs = root / "kernels" / "stubs.py"
+    stubs.write_text(stubs.read_text() + "\n# edited after the commit\n")  # the run saw uncommitted code
+    made = _fleet(tmp_path, root, commit)
+    report = ingest(root, [made["h200"]], root / "results")
+    assert report.ingested == []
+    (p,) = report.refused
+    assert (p.path, p.line, p.key) == (str(made["h200"]), 1, "source_sha256")
+    assert p.message == (f"kernels/stubs.py at commit {commit[:12]} does not have the sha256 the record names: "
+                         "the record was not made from that commit's files")
+    assert not (root / "results" / "records").exists()
+
+
+def test_every_refusal_is_one_located_line(project, tmp_path, capsys):
+    root, commit = project
+    good = _fleet(tmp_path, root, commit)["h200"]
+    bad = tmp_path / "bad"
+    bad.mkdir()
+
+    def variant(name: str, **changes) -> Path:
+        d = json.loads(good.read_text())
+        d.update(changes)
+        out = bad / f"{name}.json"
+        out.write_text(json.dumps(d))
+        return out
+
+    cases = {
+        variant("unknown-commit", git_commit="0123456789abcdef0123456789abcdef01234567"): ("git_commit", "is not in this repository"),
+        variant("dirty", git_dirty=True): ("git_dirty", "dirty or unknown tree"),
+        variant("no-commit", git_commit="HEAD~1"): ("git_commit", "is not a commit hash"),
+        variant("claim-hash", claim_sha256="0" * 64): ("claim_sha256", "claims/softmax-online.yaml at commit"),
+        variant("old-protocol", protocol_version=MIN_PROTOCOL_VERSION - 1): ("protocol_version", "rerun the claim"),
+        variant("edited-value", value=9.99): ("value", "edited by hand?"),
+        variant("edited-verdict", verdict="refuted", published_value=None): ("verdict", "says refuted"),
+        variant("escape", source_sha256={"../outside.py": "0" * 64}): ("source_sha256", "not a path inside the project"),
+        variant("missing-file", source_sha256={"kernels/nope.py": "0" * 64}): ("source_sha256", "does not exist at commit"),
+    }
+    (bad / "not-json.json").write_text("{")
+    cases[bad / "not-json.json"] = ("record", "not valid JSON")
+    (bad / "newer.json").write_text(json.dumps({**json.loads(good.read_text()), "schema_version": 99}))
+    cases[bad / "newer.json"] = ("record", "newer than this claimbench reads")
+    report = ingest(root, [bad], root / "results")
+    assert report.ingested == [] and len(report.refused) == len(cases)
+    for p in report.refused:
+        key, phrase = cases[Path(p.path)]
+        assert (p.key, p.line) == (key, 1) and phrase in p.message and "\n" not in p.message, p
+    # the command: the good one copied, the rest on stderr one line each, exit 1
+    rc = main(["--root", str(root), "ingest", str(bad), str(good)])
+    out = capsys.readouterr()
+    assert rc == 1
+    assert out.out.splitlines() == [f"ingested {root / 'results' / 'records' / 'softmax-online' / good.name}",
+                                    f"ingest: 1 ingested, 0 already present, {len(cases)} refused"]
+    assert len(out.err.splitlines()) == len(cases) and "Traceback" not in out.err
+
+
+def test_a_name_clash_with_a_different_record_is_refused(project, tmp_path):
+    root, commit = project
+    good = _fleet(tmp_path, root, commit)["h200"]
+    dest = root / "results" / "records" / "softmax-online" / good.name
+    dest.parent.mkdir(parents=True)
+    dest.write_text(good.read_text() + "\n")
+    (p,) = ingest(root, [good], root / "results").refused
+    assert p.key == "file" and "already holds a different record" in p.message
+
+
+def test_sources_and_defaults(project, tmp_path, capsys):
+    root, commit = project
+    made = _fleet(tmp_path, root, commit)
+    hidden = tmp_path / "artifacts" / "h200" / ".cache"
+    hidden.mkdir()
+    (hidden / "x.json").write_text("{}")
+    assert sorted(find_records([tmp_path / "artifacts"])) == sorted(made.values())
+    # default source: results/runs; a missing one is a usage error
+    assert main(["--root", str(root), "ingest"]) == 2
+    assert "results/runs: no such file or folder" in capsys.readouterr().err
+    runs = root / "results" / "runs"
+    write_record(runs, rk.build(root, "softmax-online", created="2026-11-03T09:00:00.000000Z", kernel_us=150,
+                                baseline_us=243, seed=4, git_commit=commit))
+    assert main(["--root", str(root), "ingest", "--dry-run"]) == 0
+    assert capsys.readouterr().out.splitlines()[-1] == "ingest: 1 to ingest (dry run), 0 already present, 0 refused"
+    assert not (root / "results" / "records").exists()
+    assert main(["--root", str(root), "ingest"]) == 0
+    assert len(list((root / "results" / "records" / "softmax-online").glob("*.json"))) == 1
+
+
+def test_outside_a_git_repository_is_a_usage_error(tmp_path, capsys):
+    root = rk.copy_tree(tmp_path / "plain")
+    assert main(["--root", str(root), "ingest", str(root)]) == 2
+    assert "not a git repository" in capsys.readouterr().err
