@@ -7,7 +7,6 @@ fixture kernel is judged by the same claim shape whichever suite runs it.
 
 from __future__ import annotations
 
-import json
 import shutil
 from pathlib import Path
 
@@ -49,23 +48,6 @@ correctness:
 DEFAULTS = {"title": "fixture", "device": "cpu", "params": "{rows: 64, cols: 250}",
             "bytes": "8 * rows * cols", "flops": "", "kernel_extra": "", "properties": "",
             "reference": "kernels/softmax_cpu.py:reference_fp64", "value": "0.01"}
-
-
-def seed_ceilings(cache: Path, hw) -> Path:
-    """A ceilings cache for ``hw`` so high that no physics floor can bind: a run reads it instead
-    of spending about 15 s measuring the machine (cheat fixtures declare no flops, and CPU runs
-    apply no bandwidth floor, so the values never reach a verdict)."""
-    from claimbench.ceilings import Ceilings, _cache_path, cache_key
-
-    key = cache_key(hw)
-    seeded = Ceilings(key=key, device=hw.device, bandwidth_gbps=1e6,
-                      matrix_tflops={d: 1e6 for d in ("float64", "float32", "float16", "bfloat16")},
-                      measured_at="2000-01-01T00:00:00+00:00", method="seeded by the tests, not measured",
-                      details={})
-    path = _cache_path(cache, key)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(json.dumps(seeded.to_dict()))
-    return path
 
 
 def make_project(root: Path) -> Path:
