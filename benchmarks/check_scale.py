@@ -18,7 +18,8 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
-FIXTURE_KERNEL = REPO / "tests" / "fixtures" / "kernels" / "softmax_cpu.py"
+FIXTURE_TASK = REPO / "tests" / "fixtures" / "kernels" / "softmax_cpu.py"
+FIXTURE_KERNEL = REPO / "tests" / "fixtures" / "kernels" / "softmax_cpu_kernel.py"
 
 LIST = """# Bench list
 
@@ -49,7 +50,7 @@ precision:
   dtype: float32
 kernel:
   name: decomposed softmax
-  impl: kernels/{kfile}.py:online_softmax
+  impl: kernels/{kfile}_kernel.py:online_softmax
 baseline:
   name: torch.softmax
   impl: kernels/{kfile}.py:torch_softmax
@@ -73,9 +74,10 @@ def make_tree(root: Path, n: int, kernel_files: int) -> None:
     (root / "claims").mkdir()
     (root / "LIST.md").write_text(LIST)
     (root / "kernels" / "__init__.py").write_text("")
-    src = FIXTURE_KERNEL.read_text()
+    task, kernel = FIXTURE_TASK.read_text(), FIXTURE_KERNEL.read_text()
     for k in range(kernel_files):
-        (root / "kernels" / f"softmax_{k:05d}.py").write_text(src)
+        (root / "kernels" / f"softmax_{k:05d}.py").write_text(task)
+        (root / "kernels" / f"softmax_{k:05d}_kernel.py").write_text(kernel)
     for i in range(n):
         cuda = i % 2 == 0
         (root / "claims" / f"c{i:05d}.yaml").write_text(CLAIM.format(

@@ -15,7 +15,7 @@ SW = Software("3.11", None, None, None, None, None, None, None)
 CPU = Hardware("cpu", (), CpuInfo("Fake CPU", 2, 2, None, None), SW)
 H200 = GpuInfo(0, "NVIDIA H200", None, "9.0", 132, None, None, None, None, None, None, None, None, None, None, None, False, True)
 TWO_H200 = Hardware("cuda", (H200, GpuInfo(**{**H200.__dict__, "index": 1})), CpuInfo("Fake CPU", 2, 2, None, None), SW)
-NCCL = ROOT / "claims" / "nccl-allreduce-busbw.yaml"
+NCCL = ROOT / "claims" / "nccl-allreduce-vs-reduce-broadcast.yaml"
 GLOO = DIST / "claims" / "allreduce-gloo.yaml"
 
 

@@ -66,7 +66,7 @@ def test_two_rank_gloo_claim_end_to_end(tmp_path):
 
 
 def test_a_wrong_answer_on_one_rank_is_incorrect_and_names_the_rank(tmp_path):
-    res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum.py:wrong_on_rank1", trials=1))
+    res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum_kernel.py:wrong_on_rank1", trials=1))
     assert res.get("outcome") is None, res.get("outcome_reason")
     corr = res["correctness"]
     assert corr["passed"] is False and corr["reason"].startswith("rank 1:")
@@ -75,7 +75,7 @@ def test_a_wrong_answer_on_one_rank_is_incorrect_and_names_the_rank(tmp_path):
 
 
 def test_a_failing_rank_gives_error_with_its_message(tmp_path):
-    res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum.py:raises_on_rank1"))
+    res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum_kernel.py:raises_on_rank1"))
     assert res["outcome"] == "error", res
     assert "rank 1" in res["outcome_reason"] and "rank 1 refuses to reduce" in res["outcome_reason"]
     log = (tmp_path / "claim.log").read_text()
@@ -84,7 +84,7 @@ def test_a_failing_rank_gives_error_with_its_message(tmp_path):
 
 def test_a_hanging_rank_is_a_timeout_and_every_process_is_reaped(tmp_path):
     before = set(census.all_stats())
-    res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum.py:hangs_on_rank1", timeout_s=8.0))
+    res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum_kernel.py:hangs_on_rank1", timeout_s=8.0))
     assert res["outcome"] in ("timeout", "error"), res
     assert "rank" in res["outcome_reason"]
     left = [p for p in census.children(os.getpid()) if p not in before]
@@ -129,7 +129,7 @@ def test_two_nodes_of_one_rank_each_through_the_launcher(tmp_path):
 
 def test_a_killed_rank_on_another_node_ends_as_error_and_nothing_hangs(tmp_path):
     before = set(census.all_stats())
-    node0, node1 = _two_nodes(tmp_path, impl="kernels/dist_sum.py:dies_on_rank1")
+    node0, node1 = _two_nodes(tmp_path, impl="kernels/dist_sum_dies.py:dies_on_rank1")
     assert node0["outcome"] == "error" and node1["outcome"] == "error", (node0, node1)
     left = [p for p in census.children(os.getpid()) if p not in before]
     assert not left, left

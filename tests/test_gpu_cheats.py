@@ -22,16 +22,16 @@ from claimbench.status import Status
 # 4.3 TB/s measured copy), so only an input read from L2 could reach it.
 L2_PERSIST = HEAD + """\
 workload:
-  inputs: kernels/cheat/gpu_l2_persist.py:make_inputs
+  inputs: kernels/cheat/gpu_l2_task.py:make_inputs
   params: {params}
   check_params: [{{rows: 3, cols: 17}}, {{rows: 1, cols: 5}}]
   bytes: "4 * rows * cols + 4 * rows"
 precision: {{dtype: float32}}
 kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
-baseline: {{name: torch.sum, impl: kernels/cheat/gpu_l2_persist.py:baseline}}
+baseline: {{name: torch.sum, impl: kernels/cheat/gpu_l2_task.py:baseline}}
 correctness:
   method: allclose
-  reference: kernels/cheat/gpu_l2_persist.py:reference_fp64
+  reference: kernels/cheat/gpu_l2_task.py:reference_fp64
   max_rel_l2: 1.0e-5
   rtol: 1.0e-5
   atol: 1.0e-6

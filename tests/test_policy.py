@@ -57,6 +57,8 @@ CASES = {
     "tolerance-above-ceiling": ("correctness.max_rel_l2", "tolerance_reason"),
     "cuda-without-bytes": ("workload.bytes", "cuda"),
     "kernel-imports-gc": ("kernel.impl", "imports `gc`"),
+    "task-imports-kernel": ("workload.inputs", "kernels/split/bad_task.py:5 imports kernels/split/helpers.py"),
+    "baseline-in-kernel-module": ("baseline.impl", "is the kernel's own module"),
 }
 
 
@@ -187,11 +189,11 @@ def _tree(tmp_path: Path) -> Path:
 def test_symlink_escaping_kernels(tmp_path, listing):
     root = _tree(tmp_path)
     outside = tmp_path / "outside.py"
-    outside.write_text((FIXTURES / "kernels" / "softmax_cpu.py").read_text())
+    outside.write_text((FIXTURES / "kernels" / "softmax_cpu_kernel.py").read_text())
     (root / "kernels" / "escape.py").symlink_to(outside)
     claims = root / "claims"
     claims.mkdir()
-    path = _derived(claims, "escape", "impl: kernels/softmax_cpu.py:online_softmax",
+    path = _derived(claims, "escape", "impl: kernels/softmax_cpu_kernel.py:online_softmax",
                     "impl: kernels/escape.py:online_softmax")
     r = check_file(path, root, listing)
     assert [p.key for p in r.problems] == ["kernel.impl"]

@@ -74,7 +74,7 @@ def test_hardware_only_skips_without_running(project, hw):
 def _writes_record_claim(project, claim_id):
     claim = (project / "claims/valid/softmax-cpu.yaml").read_text()
     claim = claim.replace("id: softmax-cpu", f"id: {claim_id}").replace(
-        "kernels/softmax_cpu.py:online_softmax", "kernels/cheat/writes_record.py:kernel")
+        "kernels/softmax_cpu_kernel.py:online_softmax", "kernels/cheat/writes_record.py:kernel")
     path = project / f"claims/{claim_id}.yaml"
     path.write_text(claim)
     return path
@@ -139,3 +139,13 @@ def test_a_killed_fork_server_is_replaced_for_the_next_claim(project, hw):
         out = run_one(project / "claims/valid/rowsum-cpu.yaml", project, hw, o, servers=servers)
         assert honest_timing(out), out.reason
         assert servers.get(servers.sandbox(cuda=False)) is not first
+
+
+def test_the_table_shows_a_value_without_a_confidence_interval():
+    """Issue 12: a claim ending with a value but no CI crashed the table at the end of `run`."""
+    from claimbench.commands.run import format_table
+    from claimbench.runner import Outcome
+
+    out = Outcome("c", Path("c.yaml"), Status.INCONCLUSIVE, "fewer than 3 timed rounds", value=1.5,
+                  metric="speedup", claimed_value=2.0, hardware="cpu")
+    assert "1.5 [no CI]" in format_table([out])

@@ -172,7 +172,7 @@ def test_gpu_matrix_runner_labels_concurrency_and_the_run_line():
 
 def test_ci_plan_picks_the_runners_whose_gpus_the_claims_need(root):
     runners = json.loads(_load("gpu.yml")["env"]["GPU_RUNNERS"])
-    nccl = [root / "claims" / "nccl-allreduce-busbw.yaml"]
+    nccl = [root / "claims" / "nccl-allreduce-vs-reduce-broadcast.yaml"]
     assert plan(nccl, root, runners) == ["h100", "h200"]  # the claim names H100* and H200*
     assert plan(nccl, root, {"a100": {"gpu": "NVIDIA A100-SXM4-80GB", "count": 8}}) == []
     assert plan(nccl, root, {"one-gpu": {"gpu": "NVIDIA H200", "count": 1}}) == []  # count 2 needs 2

@@ -40,7 +40,7 @@ def tiny_inputs(*, seed: int, device: str, dtype: str, n: int):
 @dataclass(frozen=True)
 class Workload:
     name: str
-    module: str            # "" for the tiny kernel defined here
+    module: str            # the kernel's module; "" for the tiny kernel defined here
     fn: str
     regex: str             # kernel name for ncu -k regex:
     gpu: dict
@@ -49,18 +49,22 @@ class Workload:
     target: float = 0.03   # allowed |ratio - 1| against each independent timer
     note: str = ""
     extra: dict = field(default_factory=dict)
+    task: str = ""         # the module whose make_inputs draws the inputs (the kernel's task side)
 
 
 FIDELITY = (
     Workload("tiny", "", "tiny_scale", "_gc_tiny_scale", {"n": 1 << 18}, {"n": 1000},
              dtype=("float32", "float32"), target=0.10, note="1 MB elementwise, ~3-5 us"),
-    Workload("softmax", "kernels.softmax", "online_softmax", "_online_kernel",
-             {"rows": 8192, "cols": 8192}, {"rows": 3, "cols": 100}, note="128 MB bf16 rows, ~0.1 ms"),
-    Workload("gemm", "kernels.matmul_grouped", "grouped_matmul", "grouped_kernel",
-             {"M": 4096, "N": 4096, "K": 4096}, {"M": 32, "N": 32, "K": 32}, note="4096^3 bf16, ~0.25 ms"),
-    Workload("attention", "kernels.attention", "flash_attention", "_attn_fwd",
+    Workload("softmax", "kernels.softmax.kernel", "online_softmax", "_online_kernel",
+             {"rows": 8192, "cols": 8192}, {"rows": 3, "cols": 100}, note="128 MB bf16 rows, ~0.1 ms",
+             task="kernels.softmax.task"),
+    Workload("gemm", "kernels.matmul.kernel", "grouped_matmul", "grouped_kernel",
+             {"M": 4096, "N": 4096, "K": 4096}, {"M": 32, "N": 32, "K": 32}, note="4096^3 bf16, ~0.25 ms",
+             task="kernels.matmul.task"),
+    Workload("attention", "kernels.attention.kernel", "flash_attention", "_attn_fwd",
              {"batch": 4, "heads": 32, "seqlen": 4096, "head_dim": 64},
-             {"batch": 1, "heads": 1, "seqlen": 32, "head_dim": 16}, note="B4 H32 N4096 D64 bf16, ~2-3 ms"),
+             {"batch": 1, "heads": 1, "seqlen": 32, "head_dim": 16}, note="B4 H32 N4096 D64 bf16, ~2-3 ms",
+             task="kernels.attention.task"),
 )
 
 
@@ -73,11 +77,12 @@ def build(w: Workload, device: str, seed: int = 0) -> tuple[Callable[[], Any], d
     if w.module:
         try:
             mod = importlib.import_module(w.module)
+            task = importlib.import_module(w.task or w.module)
         except ModuleNotFoundError as e:
             raise Missing(f"{w.module}: {e}") from None
-        fn, make = getattr(mod, w.fn, None), getattr(mod, "make_inputs", None)
+        fn, make = getattr(mod, w.fn, None), getattr(task, "make_inputs", None)
         if fn is None or make is None:
-            raise Missing(f"{w.module} lacks {w.fn} or make_inputs")
+            raise Missing(f"{w.module} lacks {w.fn}, or {w.task or w.module} lacks make_inputs")
     else:
         fn, make = tiny_scale, tiny_inputs
     params = w.gpu if device == "cuda" else w.cpu
@@ -97,8 +102,9 @@ def by_name(names: list[str]) -> list[Workload]:
 
 def scan_case(device: str) -> tuple[Callable[[], Any], Callable[[Any], tuple[bool, str]]]:
     """41 partitions of 4096 plus a ragged tail: the look-back crosses a 32-partition window."""
-    from kernels import scan
-    (x,) = scan.make_inputs(seed=3, device=device, dtype="int32", n=41 * scan.TILE + 3)
+    from kernels.scan import kernel as scan
+    from kernels.scan import task
+    (x,) = task.make_inputs(seed=3, device=device, dtype="int32", n=41 * scan.TILE + 3)
     want = torch.cumsum(x.cpu().to(torch.int64), 0).to(torch.int32)
 
     def check(out) -> tuple[bool, str]:
@@ -112,11 +118,12 @@ def streamk_case(device: str) -> tuple[Callable[[], Any], Callable[[Any], tuple[
     """Six 128x128 tiles of 32 k-steps over 16 programs: every tile is split between programs,
     so the fix-up runs, and only 16 blocks must be resident for the spin-waits to end even if
     the sanitizer's instrumentation lowers occupancy."""
-    from kernels import streamk
+    from kernels.matmul import task
+    from kernels.streamk import kernel as streamk
     shape = dict(M=256, N=384, K=2048) if device == "cuda" else dict(M=37, N=70, K=53)
     dtype = "bfloat16" if device == "cuda" else "float32"
-    a, b = streamk.make_inputs(seed=3, device=device, dtype=dtype, **shape)
-    ref = streamk.reference_fp64(a.cpu(), b.cpu())
+    a, b = task.make_inputs(seed=3, device=device, dtype=dtype, **shape)
+    ref = task.reference_fp64(a.cpu(), b.cpu())
 
     def check(out) -> tuple[bool, str]:
         err = float(torch.linalg.vector_norm(out.cpu().double() - ref) / torch.linalg.vector_norm(ref))

@@ -21,7 +21,7 @@ from .claim import POLICY_FIELDS, Claim
 from .precision import default_halfwidth
 from .problem import Problem
 from .rules import check_kernel_source
-from .srcgraph import impl_refs, parse, split_ref, top_level_names
+from .srcgraph import impl_refs, parse, split_ref, task_side_rule, top_level_names
 from .yamlsafe import Document, YamlRejected, dotted, load_document
 
 TOLERANCE_CEILINGS = {
@@ -166,6 +166,7 @@ def semantic(claim: Claim, doc: Document, path: Path, root: Path, listing) -> li
         add(("kernel", "backend"), "cupy needs a cuda device; use device: cuda or another backend")
     if refs_ok:
         out.extend(check_kernel_source(root, claim, doc.path))
+        task_side_rule(root, claim, add)
     return out
 
 

@@ -3,14 +3,20 @@
 Records hash these files, ``--changed-since`` diffs them, and the static rules read them. A project
 module is any ``.py`` under the project root reached by imports from the claim's entry points,
 plus the ``.cu``/``.cuh`` files those modules name in string literals.
+
+It also draws the line between a claim's two sides: the task side (inputs, reference, baseline)
+must be importable without running a line of the kernel's module, so that the judge's inputs are
+never made where kernel code has run (``task_side_rule``).
 """
 
 from __future__ import annotations
 
 import ast
 import re
+from collections import deque
 from functools import lru_cache
 from pathlib import Path
+from typing import Callable
 
 from .claim import Claim
 
@@ -130,3 +136,103 @@ def top_level_names(tree: ast.Module) -> set[str]:
         elif isinstance(node, (ast.Import, ast.ImportFrom)):
             names.update((a.asname or a.name).split(".")[0] for a in node.names)
     return names
+
+
+# The claim's task side and kernel side, by the keys that name their entry points.
+TASK_KEYS = ("workload.inputs", "correctness.reference", "baseline.impl", "baseline.prepare")
+KERNEL_KEYS = ("kernel.impl", "kernel.prepare")
+
+
+@lru_cache(maxsize=2048)
+def _import_lines(root: Path, path: Path, mtime_ns: int) -> tuple[tuple[Path, int], ...]:
+    """(project module, line) for each import statement of one module version that names one."""
+    tree = parse(path)
+    pkg = path.parent.relative_to(root).parts if path.is_relative_to(root) else ()
+    me = path.resolve()
+    out: list[tuple[Path, int]] = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parent = pkg[: len(pkg) - node.level + 1]
+                mod = ".".join(parent + ((node.module,) if node.module else ()))
+            else:
+                mod = node.module or ""
+            names = [mod] + [f"{mod}.{a.name}" for a in node.names]
+        for name in names:
+            f = module_file(root, name) if name else None
+            if f is not None and f.resolve() != me:
+                out.append((f.resolve(), node.lineno))
+    return tuple(out)
+
+
+def import_chain(root: Path, start: Path, targets: set[Path]) -> list[tuple[Path, int, Path]] | None:
+    """The shortest chain of imports from ``start`` to any of ``targets``, as (importer, line,
+    imported) steps; ``[]`` when ``start`` is itself a target, ``None`` when none is reached."""
+    root, start = root.resolve(), start.resolve()
+    targets = {t.resolve() for t in targets}
+    if start in targets:
+        return []
+    came: dict[Path, tuple[Path, int] | None] = {start: None}
+    todo = deque([start])
+    while todo:
+        f = todo.popleft()
+        try:
+            edges = _import_lines(root, f, f.stat().st_mtime_ns)
+        except (SyntaxError, OSError, UnicodeDecodeError):
+            continue
+        for g, line in edges:
+            if g in came:
+                continue
+            came[g] = (f, line)
+            if g in targets:
+                chain = []
+                while came[g] is not None:
+                    prev, at = came[g]  # type: ignore[misc]
+                    chain.append((prev, at, g))
+                    g = prev
+                return chain[::-1]
+            todo.append(g)
+    return None
+
+
+def task_side_rule(root: Path, claim: Claim, add: Callable[[tuple[str, ...], str], None]) -> None:
+    """Refuse a task-side entry point whose module has the kernel's module in its import closure.
+
+    The inputs, the reference and the baseline run where no kernel code may have run; a module
+    that imports the kernel's file (or is that file) would run it at import. ``add(keypath, msg)``
+    receives one message per offending key."""
+    root = root.resolve()
+    refs = dict(impl_refs(claim))
+    kernel_files = {(root / split_ref(refs[k])[0]).resolve() for k in KERNEL_KEYS if k in refs}
+    kernel_files = {f for f in kernel_files if f.is_file()}
+    if not kernel_files:
+        return
+
+    def rel(p: Path) -> str:
+        return str(p.relative_to(root)) if p.is_relative_to(root) else str(p)
+
+    for key in TASK_KEYS:
+        if key not in refs:
+            continue
+        path = (root / split_ref(refs[key])[0]).resolve()
+        if not path.is_file():
+            continue
+        chain = import_chain(root, path, kernel_files)
+        if chain is None:
+            continue
+        if not chain:
+            what = f"`{rel(path)}` is the kernel's own module"
+        else:
+            steps = ", ".join(f"{rel(a)}:{line} imports {rel(b)}" for a, line, b in chain)
+            what = f"`{rel(path)}` imports the kernel's module `{rel(chain[-1][2])}` ({steps})"
+        add(tuple(key.split(".")), f"{what}, so the {_ROLE[key]} would be made where kernel code has "
+            "run; split it: kernels/<mechanism>/task.py holds make_inputs, the reference and the "
+            "baseline, kernels/<mechanism>/kernel.py holds the kernel and its prepare and may import "
+            "task.py, never the reverse (README, 'Adding a claim')")
+
+
+_ROLE = {"workload.inputs": "inputs", "correctness.reference": "reference",
+         "baseline.impl": "baseline", "baseline.prepare": "baseline's operands"}

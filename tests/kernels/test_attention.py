@@ -1,20 +1,25 @@
-"""kernels/attention.py: the fused attention kernel under the Triton interpreter, at each claim's
+"""kernels/attention/: the fused attention kernel under the Triton interpreter, at each claim's
 check shapes and tolerances, against float64 attention; the baselines too."""
 
 from __future__ import annotations
 
 import pytest
 import torch
-from kernel_claims import check_sides, load_claim
+from kernel_claims import assert_matches, check_sides, load_claim
 
-import kernels.attention as A
+import kernels.attention.kernel as A
+import kernels.attention.task as AT
 from claimbench.expr import evaluate
 
 IDS = ["attention-flash-vs-materialized", "attention-flash-causal-vs-materialized",
-       "attention-flash-vs-sdpa", "attention-flash-causal-vs-sdpa"]
-
-
-CASES = [(cid, p) for cid in IDS for p in load_claim(cid)["workload"]["check_params"]]
+       "attention-flash-vs-sdpa", "attention-flash-causal-vs-sdpa",
+       "attention-flash-vs-sdpa-cudnn", "attention-flash-causal-vs-sdpa-cudnn"]
+# The kernel is the same in every claim of a causality; its two materialized claims check it at
+# every check shape, the SDPA claims add only their baselines (the claims' own CPU runs repeat
+# all of it).
+KERNEL_IDS = IDS[:2]
+CASES = [(cid, p) for cid in KERNEL_IDS for p in load_claim(cid)["workload"]["check_params"]]
+BASELINES = {cid: load_claim(cid)["baseline"]["impl"].rpartition(":")[2] for cid in IDS[2:]}
 
 
 @pytest.mark.parametrize("cid,params", CASES, ids=[f"{c}-{i}" for i, (c, _) in enumerate(CASES)])
@@ -22,8 +27,16 @@ def test_kernel_and_baseline_match_the_reference(cid, params):
     check_sides(load_claim(cid), params, seed=3)
 
 
+@pytest.mark.parametrize("cid", sorted(BASELINES))
+def test_sdpa_baselines_match_the_reference(cid):
+    claim = load_claim(cid)
+    args = AT.make_inputs(seed=4, device="cpu", dtype="float32", batch=1, heads=2, seqlen=150, head_dim=64)
+    ref = (AT.reference_fp64_causal if "causal" in cid else AT.reference_fp64)(*args)
+    assert_matches(getattr(AT, BASELINES[cid])(*args), ref, claim["correctness"], cid)
+
+
 def test_causal_masks_the_future_and_differs_from_full_attention():
-    q, k, v = A.make_inputs(seed=1, device="cpu", dtype="float32", batch=1, heads=2, seqlen=41, head_dim=32)
+    q, k, v = AT.make_inputs(seed=1, device="cpu", dtype="float32", batch=1, heads=2, seqlen=41, head_dim=32)
     causal = A.flash_attention_causal(q, k, v)
     # Row 0 attends only to key 0; changing later keys and values must not move early rows.
     torch.testing.assert_close(causal[:, :, 0], v[:, :, 0], rtol=1e-6, atol=1e-6)
@@ -36,8 +49,8 @@ def test_causal_masks_the_future_and_differs_from_full_attention():
 
 def test_seeds_differ_and_kernel_is_deterministic():
     p = dict(batch=1, heads=1, seqlen=19, head_dim=16)
-    a = A.make_inputs(seed=0, device="cpu", dtype="float32", **p)
-    b = A.make_inputs(seed=1, device="cpu", dtype="float32", **p)
+    a = AT.make_inputs(seed=0, device="cpu", dtype="float32", **p)
+    b = AT.make_inputs(seed=1, device="cpu", dtype="float32", **p)
     assert all(not torch.equal(x, y) for x, y in zip(a, b))
     assert torch.equal(A.flash_attention(*a), A.flash_attention(*a))
 

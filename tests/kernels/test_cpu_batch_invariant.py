@@ -1,4 +1,4 @@
-"""kernels/cpu_batch_invariant.py: accuracy at the claim's check shapes, and the property itself:
+"""kernels/batch_invariant/cpu_rmsnorm.py: accuracy at the claim's check shapes, and the property itself:
 a row's output bits do not depend on the batch around it, nor on the thread count."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import pytest
 import torch
 from kernel_claims import check_sides, load_claim
 
-import kernels.cpu_batch_invariant as B
+import kernels.batch_invariant.cpu_rmsnorm as B
+import kernels.batch_invariant.task as BT
 
 CLAIM = load_claim("cpu-rmsnorm-batch-invariant")
 
@@ -19,14 +20,14 @@ def test_kernel_and_baseline_match_the_reference(params):
 
 @pytest.mark.parametrize("hidden", [1, 37, 256, 1000, 4096, 5000])
 def test_rows_are_bit_identical_alone_and_in_any_batch(hidden):
-    x, w = B.make_inputs(seed=3, device="cpu", dtype="float32", rows=97, hidden=hidden)
+    x, w = BT.make_rmsnorm_inputs(seed=3, device="cpu", dtype="float32", rows=97, hidden=hidden)
     full = B.batch_invariant_rms_norm(x, w)
     for start, size in [(0, 1), (5, 1), (96, 1), (3, 17), (20, 33), (0, 64)]:
         assert torch.equal(B.batch_invariant_rms_norm(x[start:start + size], w), full[start:start + size])
 
 
 def test_rows_are_bit_identical_across_thread_counts():
-    x, w = B.make_inputs(seed=4, device="cpu", dtype="float32", rows=512, hidden=4096)
+    x, w = BT.make_rmsnorm_inputs(seed=4, device="cpu", dtype="float32", rows=512, hidden=4096)
     threads = torch.get_num_threads()
     try:
         torch.set_num_threads(1)
@@ -46,6 +47,6 @@ def test_fixed_order_sum_is_a_real_sum_and_order_matters():
 
 
 def test_seeds_differ():
-    a = B.make_inputs(seed=0, device="cpu", dtype="float32", rows=3, hidden=8)
-    b = B.make_inputs(seed=1, device="cpu", dtype="float32", rows=3, hidden=8)
+    a = BT.make_rmsnorm_inputs(seed=0, device="cpu", dtype="float32", rows=3, hidden=8)
+    b = BT.make_rmsnorm_inputs(seed=1, device="cpu", dtype="float32", rows=3, hidden=8)
     assert all(not torch.equal(p, q) for p, q in zip(a, b))

@@ -1,4 +1,4 @@
-"""kernels/cpu_fused_softmax.py: the fused and the naive softmax agree with float64 softmax at the
+"""kernels/cpu_softmax/: the fused and the naive softmax agree with float64 softmax at the
 claim's check shapes and tolerances; the reference itself is checked against torch.softmax."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ import pytest
 import torch
 from kernel_claims import check_sides, load_claim
 
-import kernels.cpu_fused_softmax as S
+import kernels.cpu_softmax.task as S
 
 CLAIM = load_claim("cpu-softmax-fused-vs-naive")
 

@@ -22,14 +22,16 @@ KERNELS = Path(__file__).resolve().parents[2] / "kernels"
 
 # file -> kernel -> what ptxas must report. max_registers: 65536 registers / (threads per SM).
 EXPECTED = {
-    "transpose.cu": {
+    "transpose/transpose.cu": {
         "transpose_tiled_32x33": {"smem": 32 * 33 * 4, "barriers": 1, "max_registers": 64},
         "transpose_naive_32x8": {"smem": 0, "barriers": 0, "max_registers": 64},
     },
-    "reduction.cu": {"reduce_sum_f32": {"max_registers": 32}},   # 8 blocks x 256 threads per SM
-    "scan.cu": {"scan_lookback_i32": {"max_registers": 40}},     # 6 blocks x 256 threads per SM
+    "reduction/reduction.cu": {"reduce_sum_f32": {"max_registers": 32}},   # 8 blocks x 256 threads per SM
+    "scan/scan.cu": {"scan_lookback_i32": {"max_registers": 40}},     # 6 blocks x 256 threads per SM
 }
-PY_FOR_CU = {"transpose.cu": "transpose.py", "reduction.cu": "reduction.py", "scan.cu": "scan.py"}
+# the modules that launch each .cu's kernels (the transpose baseline's launch lives on the task side)
+PY_FOR_CU = {"transpose/transpose.cu": ("transpose/kernel.py", "transpose/task.py"),
+             "reduction/reduction.cu": ("reduction/kernel.py",), "scan/scan.cu": ("scan/kernel.py",)}
 
 
 def parse_ptxas(text: str) -> dict[str, dict[str, int]]:
@@ -59,7 +61,7 @@ def ptxas(tmp_path_factory) -> dict[str, subprocess.CompletedProcess]:
     out = tmp_path_factory.mktemp("cubin")
 
     def build(name: str):
-        cmd = [nvcc, "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-o", str(out / f"{name}.cubin"),
+        cmd = [nvcc, "-arch=sm_90", "-cubin", "-Xptxas", "-v", "-o", str(out / f"{Path(name).name}.cubin"),
                str(KERNELS / name)]
         return name, subprocess.run(cmd, capture_output=True, text=True, timeout=300)
 
@@ -103,13 +105,13 @@ def test_entry_points_match_what_python_launches(cu):
     exported = set(re.findall(r'extern\s+"C"\s+__global__\s+void\s+(?:__launch_bounds__\([^)]*\)\s+)?(\w+)\s*\(',
                               source))
     assert exported == set(EXPECTED[cu])
-    py = (KERNELS / PY_FOR_CU[cu]).read_text()
+    py = "".join((KERNELS / f).read_text() for f in PY_FOR_CU[cu])
     for name in exported:
         assert f'"{name}"' in py, f"{PY_FOR_CU[cu]} never launches {name}"
-    assert f'with_name("{cu}")' in py
+    assert f'with_name("{Path(cu).name}")' in py
 
 
-@pytest.mark.parametrize("py", sorted(PY_FOR_CU.values()))
+@pytest.mark.parametrize("py", sorted(f for files in PY_FOR_CU.values() for f in files))
 def test_module_does_no_work_at_import(py):
     """cupy is imported, and the .cu read, only inside functions: import stays free."""
     tree = ast.parse((KERNELS / py).read_text())

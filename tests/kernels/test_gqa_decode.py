@@ -1,4 +1,4 @@
-"""kernels/gqa_decode.py: grouped decode (kernel) and expanded multi-head decode (baseline), both
+"""kernels/gqa_decode/: grouped decode (kernel) and expanded multi-head decode (baseline), both
 through the Triton interpreter, at the claim's check shapes and tolerances."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import pytest
 import torch
 from kernel_claims import check_sides, load_claim
 
-import kernels.gqa_decode as G
+import kernels.gqa_decode.kernel as G
+import kernels.gqa_decode.task as GT
 
 CLAIM = load_claim("gqa-decode-vs-expanded-mha")
 
@@ -19,16 +20,16 @@ def test_kernel_and_baseline_match_the_reference(params):
 
 
 def test_expanded_layout_copies_each_kv_head_to_its_group():
-    q, k, v = G.make_inputs(seed=0, device="cpu", dtype="float32", batch=2, q_heads=8, kv_heads=2,
+    q, k, v = GT.make_inputs(seed=0, device="cpu", dtype="float32", batch=2, q_heads=8, kv_heads=2,
                             seqlen=5, head_dim=4)
-    _, ke, ve = G.expand_kv(q, k, v)
+    _, ke, ve = GT.expand_kv(q, k, v)
     assert ke.shape == (2, 8, 5, 4) and ve.shape == (2, 8, 5, 4)
     for h in range(8):
         assert torch.equal(ke[:, h], k[:, h // 4]) and torch.equal(ve[:, h], v[:, h // 4])
 
 
 def test_query_heads_read_their_own_kv_head():
-    q, k, v = G.make_inputs(seed=2, device="cpu", dtype="float32", batch=1, q_heads=6, kv_heads=3,
+    q, k, v = GT.make_inputs(seed=2, device="cpu", dtype="float32", batch=1, q_heads=6, kv_heads=3,
                             seqlen=23, head_dim=16)
     base = G.gqa_decode(q, k, v)
     v2 = v.clone()
@@ -39,14 +40,17 @@ def test_query_heads_read_their_own_kv_head():
 
 def test_seeds_differ_and_kernel_is_deterministic():
     p = dict(batch=1, q_heads=4, kv_heads=2, seqlen=9, head_dim=16)
-    a = G.make_inputs(seed=0, device="cpu", dtype="float32", **p)
-    b = G.make_inputs(seed=1, device="cpu", dtype="float32", **p)
+    a = GT.make_inputs(seed=0, device="cpu", dtype="float32", **p)
+    b = GT.make_inputs(seed=1, device="cpu", dtype="float32", **p)
     assert all(not torch.equal(x, y) for x, y in zip(a, b))
     assert torch.equal(G.gqa_decode(*a), G.gqa_decode(*a))
 
 
 def test_rejects_a_head_count_that_does_not_divide():
-    q, k, v = G.make_inputs(seed=0, device="cpu", dtype="float32", batch=1, q_heads=5, kv_heads=2,
-                            seqlen=3, head_dim=8)
     with pytest.raises(ValueError):
-        G.gqa_decode(q, k, v)
+        GT.make_inputs(seed=0, device="cpu", dtype="float32", batch=1, q_heads=5, kv_heads=2,
+                       seqlen=3, head_dim=8)
+    q, k, v = GT.make_inputs(seed=0, device="cpu", dtype="float32", batch=1, q_heads=4, kv_heads=2,
+                             seqlen=3, head_dim=8)
+    with pytest.raises(ValueError):
+        G.gqa_decode(q[:, :3], k, v)

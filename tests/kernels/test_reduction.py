@@ -1,4 +1,4 @@
-"""kernels/reduction.py: the CPU emulation of the CUDA sum, and (on a GPU) the kernel itself."""
+"""kernels/reduction/: the CPU emulation of the CUDA sum, and (on a GPU) the kernel itself."""
 
 from __future__ import annotations
 
@@ -10,7 +10,8 @@ import torch
 import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernels import reduction as R
+from kernels.reduction import kernel as R
+from kernels.reduction import task as RT
 
 CLAIM = yaml.safe_load((Path(__file__).resolve().parents[2] / "claims" / "reduction-sum-cupy.yaml").read_text())
 CHECK_N = [p["n"] for p in CLAIM["workload"]["check_params"]]
@@ -18,11 +19,11 @@ MAX_REL = CLAIM["correctness"]["max_rel_l2"]
 
 
 def _x(n, seed=0, device="cpu"):
-    return R.make_inputs(seed=seed, device=device, dtype="float32", n=n)[0]
+    return RT.make_inputs(seed=seed, device=device, dtype="float32", n=n)[0]
 
 
 def _rel(out, x):
-    ref = float(R.reference_fp64(x))
+    ref = float(RT.reference_fp64(x))
     return abs(float(out) - ref) / ref
 
 
@@ -130,7 +131,7 @@ def test_seeds_give_different_inputs_all_positive():
 
 def test_refuses_other_dtypes_and_layouts():
     with pytest.raises(ValueError):
-        R.make_inputs(seed=0, device="cpu", dtype="float16", n=8)
+        RT.make_inputs(seed=0, device="cpu", dtype="float16", n=8)
     with pytest.raises(ValueError):
         R.reduce_sum(torch.ones(8, dtype=torch.float64))
     with pytest.raises(ValueError):

@@ -1,4 +1,4 @@
-"""kernels/roofline.py in the Triton interpreter, at the claims' check shapes."""
+"""kernels/roofline/ in the Triton interpreter, at the claims' check shapes."""
 
 from __future__ import annotations
 
@@ -6,7 +6,7 @@ import pytest
 import torch
 from kernel_claims import assert_seeds_differ, check_claim
 
-from kernels import roofline as R
+from kernels.roofline import kernel as R
 
 CLAIMS = ["roofline-copy-gbps", "roofline-gemm-tflops"]
 

@@ -1,4 +1,4 @@
-"""kernels/scan.py: the CPU emulation of the look-back scan, and (on a GPU) the kernel itself."""
+"""kernels/scan/: the CPU emulation of the look-back scan, and (on a GPU) the kernel itself."""
 
 from __future__ import annotations
 
@@ -9,19 +9,20 @@ import torch
 import yaml
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from kernels import scan as S
+from kernels.scan import kernel as S
+from kernels.scan import task as ST
 
 CLAIM = yaml.safe_load((Path(__file__).resolve().parents[2] / "claims" / "scan-lookback-cupy.yaml").read_text())
 CHECK_N = [p["n"] for p in CLAIM["workload"]["check_params"]]
 
 
 def _x(n, seed=0, device="cpu"):
-    return S.make_inputs(seed=seed, device=device, dtype="int32", n=n)[0]
+    return ST.make_inputs(seed=seed, device=device, dtype="int32", n=n)[0]
 
 
 def _exact(out, x):
     return out.dtype == torch.int32 and out.shape == x.shape and torch.equal(out.to(torch.float64),
-                                                                             S.reference_fp64(x))
+                                                                             ST.reference_fp64(x))
 
 
 @pytest.mark.parametrize("n", CHECK_N + [2, S.TILE - 1, S.TILE, S.TILE + 1, 3 * S.TILE])
@@ -85,7 +86,7 @@ def test_seeds_give_different_inputs():
 
 def test_refuses_other_dtypes():
     with pytest.raises(ValueError):
-        S.make_inputs(seed=0, device="cpu", dtype="float32", n=8)
+        ST.make_inputs(seed=0, device="cpu", dtype="float32", n=8)
     with pytest.raises(ValueError):
         S.scan_lookback(torch.ones(8, dtype=torch.int64))
 
@@ -100,4 +101,4 @@ def test_cuda_kernel_is_exact(n, offset):
     out = S.scan_lookback(x)
     torch.cuda.synchronize()
     assert out.is_cuda and _exact(out.cpu(), x.cpu())
-    assert torch.equal(out, S.torch_cumsum(x))
+    assert torch.equal(out, ST.torch_cumsum(x))

@@ -37,15 +37,32 @@ def _gemm_args(elem="*bf16", out="*bf16", b_k_major=False):
     return args
 
 
+BF = "*bf16"
+
+
+def _ints(*names: str) -> dict:
+    return {n: "i32:16" for n in names}
+
+
 def _cases() -> dict:
     """name: (kernel, argument types, constexprs and launch options, what to expect)."""
-    from kernels import batch_invariant as BI
-    from kernels import matmul_fp8 as F8
-    from kernels import matmul_grouped as G
-    from kernels import matmul_persistent as P
-    from kernels import roofline as R
-    from kernels import softmax as S
-    from kernels import streamk as SK
+    from kernels.batch_invariant import matmul as BI
+    from kernels.batch_invariant import rmsnorm as BR
+    from kernels.fp8_matmul import kernel as F8
+    from kernels.matmul import kernel as G
+    from kernels.matmul import persistent as P
+    from kernels.matmul import tiles as GT
+    from kernels.roofline import kernel as R
+    from kernels.softmax import kernel as S
+    from kernels.softmax import task as ST
+    from kernels.streamk import kernel as SK
+    from kernels.streamk import task as SKT
+    from kernels.w8a8 import kernel as W8
+    from kernels.moe import kernel as MOE
+    from kernels.block_sparse_attention import kernel as BSA
+    from kernels.splitkv_decode import kernel as SPLIT
+    from kernels.kivi_decode import kernel as KIVI
+    from kernels.sgemm import kernel as SG
 
     row = dict(x_ptr="*bf16", y_ptr="*bf16", cols="i32:16", stride_x="i32:16", stride_y="i32:16")
     sk = dict(_gemm_args(), part_ptr="*fp32", own_ptr="*fp32", flag_ptr="*i32",
@@ -56,24 +73,50 @@ def _cases() -> dict:
     fp8 = dict(_gemm_args("*fp8e4nv", "*bf16", b_k_major=True), scale_a_ptr="*fp32", scale_b_ptr="*fp32")
     norm = dict(x_ptr="*bf16", w_ptr="*bf16", y_ptr="*bf16", hidden="i32:16", stride_x="i32:16",
                 stride_y="i32:16", eps="fp32")
-    tile = dict(BLOCK_M=SK.CONFIG["BLOCK_M"], BLOCK_N=SK.CONFIG["BLOCK_N"], num_warps=8)
+    tile = dict(BLOCK_M=SKT.CONFIG["BLOCK_M"], BLOCK_N=SKT.CONFIG["BLOCK_N"], num_warps=8)
     return {
-        "grouped-large": (G.grouped_kernel, _gemm_args(), dict(G.CONFIG_LARGE, IEEE=False), "wgmma"),
+        "grouped-large": (G.grouped_kernel, _gemm_args(), dict(GT.CONFIG_LARGE, IEEE=False), "wgmma"),
         "grouped-skinny": (G.grouped_kernel, _gemm_args(),
-                           dict(G.CONFIG_SKINNY, BLOCK_M=32, IEEE=False), "pipelined"),
+                           dict(GT.CONFIG_SKINNY, BLOCK_M=32, IEEE=False), "pipelined"),
         "persistent": (P._persistent_kernel, dict(_gemm_args(), num_programs="i32"),
-                       dict(G.CONFIG_LARGE, IEEE=False), "wgmma"),
-        "streamk-spin": (SK._streamk_kernel, sk, dict(SK.CONFIG, SPIN=True, IEEE=False), "one-per-sm"),
-        "streamk-portable": (SK._streamk_kernel, sk, dict(SK.CONFIG, SPIN=False, IEEE=False), "one-per-sm"),
+                       dict(GT.CONFIG_LARGE, IEEE=False), "wgmma"),
+        "streamk-spin": (SK._streamk_kernel, sk, dict(SKT.CONFIG, SPIN=True, IEEE=False), "one-per-sm"),
+        "streamk-portable": (SK._streamk_kernel, sk, dict(SKT.CONFIG, SPIN=False, IEEE=False), "one-per-sm"),
         "streamk-fixup": (SK._fixup_kernel, fixup, tile, ""),
-        "data-parallel": (SK._data_parallel_kernel, _gemm_args(), dict(SK.CONFIG, IEEE=False), "one-per-sm"),
+        "data-parallel": (SKT._data_parallel_kernel, _gemm_args(), dict(SKT.CONFIG, IEEE=False), "one-per-sm"),
         "batch-invariant-matmul": (G.grouped_kernel, _gemm_args(), dict(BI.MATMUL_CONFIG, IEEE=False),
                                    "wgmma"),
         "fp8": (F8._fp8_kernel, fp8, dict(F8.CONFIG, IEEE=False), "fp8"),
-        "softmax-online": (S._online_kernel, row, dict(S.CONFIG), ""),
-        "softmax-three-pass": (S._three_pass_kernel, row, dict(S.CONFIG), ""),
-        "rmsnorm": (BI._rmsnorm_kernel, norm, dict(BLOCK=BI.RMSNORM_MAX_BLOCK, num_warps=BI.RMSNORM_WARPS), ""),
+        "softmax-online": (S._online_kernel, row, dict(ST.CONFIG), ""),
+        "softmax-three-pass": (ST._three_pass_kernel, row, dict(ST.CONFIG), ""),
+        "rmsnorm": (BR._rmsnorm_kernel, norm, dict(BLOCK=BR.RMSNORM_MAX_BLOCK, num_warps=BR.RMSNORM_WARPS), ""),
         "copy": (R._copy_kernel, dict(src_ptr="*bf16", dst_ptr="*bf16", n="i32:16"), dict(R.COPY_CONFIG), ""),
+        "sgemm": (G.grouped_kernel, _gemm_args("*fp32", "*fp32"), dict(SG.SGEMM_CONFIG, IEEE=True), "fma"),
+        "w8a8": (W8._w8a8_kernel, dict(_gemm_args("*i8", "*bf16", b_k_major=True), sa_ptr="*bf16", sb_ptr="*bf16"),
+                 dict(W8.CONFIG), "int8"),
+        "moe": (MOE._moe_kernel, dict(x_ptr=BF, w_ptr=BF, y_ptr=BF, pairs_ptr="*i32", tile_expert_ptr="*i32",
+                                      tile_start_ptr="*i32", tile_end_ptr="*i32", topk="i32",
+                                      **_ints("N", "K", "stride_xm", "stride_we", "stride_wn", "stride_ym")),
+                dict(MOE.GPU_CONFIG, IEEE=False), "wgmma"),
+        "block-sparse-attention": (BSA._bsa_fwd, dict(Q=BF, K=BF, V=BF, O=BF, Blocks="*i32", heads="i32", keep="i32",
+                                                      qk_scale="fp32", **_ints("stride_qh", "stride_qm", "stride_kh", "stride_kn",
+                                                                               "stride_vh", "stride_vn", "stride_oh", "stride_om",
+                                                                               "stride_bb", "stride_bq", "seqlen", "head_dim")),
+                                   dict(BSA.GPU_CONFIG, PATTERN_=128, BLOCK_D=128), "wgmma"),
+        "splitkv-decode": (SPLIT._split_kernel, dict(Q=BF, K=BF, V=BF, Opart="*fp32", Lse="*fp32", group="i32", qk_scale="fp32",
+                                                     **_ints("stride_qb", "stride_qh", "stride_kb", "stride_kh", "stride_kn",
+                                                             "stride_vb", "stride_vh", "stride_vn", "seqlen", "head_dim",
+                                                             "q_heads", "num_splits")),
+                           dict(SPLIT.GPU_CONFIG, BLOCK_G=16, BLOCK_D=128), ""),
+        "splitkv-combine": (SPLIT._combine_kernel, dict(Opart="*fp32", Lse="*fp32", Out=BF,
+                                                        **_ints("stride_ob", "stride_oh", "q_heads", "num_splits", "head_dim")),
+                            dict(BLOCK_S=64, BLOCK_D=128, num_warps=4), ""),
+        "kivi-decode": (KIVI._kivi_kernel, dict(Q=BF, Kp="*i32", Ks="*fp16", Kz="*fp16", Vp="*i32", Vs="*fp16", Vz="*fp16", O=BF,
+                                                group="i32", qk_scale="fp32",
+                                                **_ints("stride_qb", "stride_qh", "stride_kb", "stride_kh", "stride_kn", "stride_sb",
+                                                        "stride_sh", "stride_sg", "stride_vb", "stride_vh", "stride_vn", "stride_tb",
+                                                        "stride_th", "stride_ob", "stride_oh", "seqlen")),
+                        dict(KIVI.GPU_CONFIG, KGROUP=64, BLOCK_G=16, D=128), ""),
     }
 
 
@@ -128,6 +171,8 @@ def _facts(name: str, case) -> dict:
     return dict(expect=expect, shared=k.metadata.shared, wgmma="warp_group_dot" in ttgir,
                 pipelined="async_copy_global_to_local" in ttgir,
                 e4m3_wgmma=bool(re.search(r"wgmma\.mma_async\S*\.e4m3\.e4m3", ptx)),
+                s8_wgmma=bool(re.search(r"wgmma\.mma_async\S*\.s8\.s8", ptx)),
+                any_mma=bool(re.search(r"\b(wgmma|mma)\.", ptx)), fma=len(re.findall(r"\bfma\.rn\.f32", ptx)),
                 acquire_cas="atom.global.acquire.gpu.cas" in ptx,
                 release_exch=bool(re.search(r"atom\.global\S*release\S*\.exch", ptx)),
                 spills=_spill_bytes(ptx))
@@ -143,9 +188,10 @@ def _compile_all() -> dict:
     return out
 
 
-NAMES = ["batch-invariant-matmul", "copy", "data-parallel", "fp8", "grouped-large", "grouped-skinny",
-         "persistent", "rmsnorm", "softmax-online", "softmax-three-pass", "streamk-fixup",
-         "streamk-portable", "streamk-spin"]
+NAMES = ["batch-invariant-matmul", "block-sparse-attention", "copy", "data-parallel", "fp8", "grouped-large",
+         "grouped-skinny", "kivi-decode", "moe", "persistent", "rmsnorm", "sgemm", "softmax-online",
+         "softmax-three-pass", "splitkv-combine", "splitkv-decode", "streamk-fixup", "streamk-portable",
+         "streamk-spin", "w8a8"]
 
 
 @pytest.fixture(scope="module")
@@ -164,14 +210,18 @@ def test_compiles_for_sm90(compiled, name):
     assert "error" not in r, r.get("error")
     expect = r["expect"]
     assert r["shared"] <= SMEM_PER_SM
-    if expect in ("wgmma", "one-per-sm", "fp8"):
+    if expect in ("wgmma", "one-per-sm", "fp8", "int8"):
         assert r["wgmma"], "the main loop should run on wgmma"
-    if expect in ("wgmma", "one-per-sm", "fp8", "pipelined"):
+    if expect in ("wgmma", "one-per-sm", "fp8", "int8", "pipelined", "fma"):
         assert r["pipelined"], "the main loop should be software-pipelined (cp.async)"
     if expect == "one-per-sm":
         assert r["shared"] > SMEM_PER_SM // 2, "the wave count assumes one program per SM"
     if expect == "fp8":
         assert r["e4m3_wgmma"], "fp8 operands should reach wgmma as E4M3"
+    if expect == "int8":
+        assert r["s8_wgmma"], "int8 operands should reach wgmma as s8"
+    if expect == "fma":
+        assert not r["any_mma"] and r["fma"] > 0, "an SGEMM runs on the FMA units, no tensor cores (no TF32)"
     if name == "streamk-spin":
         assert r["acquire_cas"] and r["release_exch"], "the flag protocol needs acquire/release atomics"
     assert r["spills"] in (None, 0), f"{r['spills']} bytes of register spills"

@@ -1,4 +1,4 @@
-"""kernels/softmax.py in the Triton interpreter, at the claims' check shapes and tolerances."""
+"""kernels/softmax/ in the Triton interpreter, at the claims' check shapes and tolerances."""
 
 from __future__ import annotations
 
@@ -6,7 +6,8 @@ import pytest
 import torch
 from kernel_claims import assert_seeds_differ, check_claim
 
-from kernels import softmax as S
+from kernels.softmax import kernel as S
+from kernels.softmax import task as ST
 
 CLAIMS = ["softmax-online-vs-torch", "softmax-online-vs-three-pass"]
 
@@ -30,8 +31,8 @@ def test_online_rescaling_when_the_maximum_moves():
         torch.full((cols,), 7.0),
         torch.linspace(-1000, 1000, cols),
     ])
-    ref = S.reference_fp64(x)
-    for fn in (S.online_softmax, S.three_pass_softmax):
+    ref = ST.reference_fp64(x)
+    for fn in (S.online_softmax, ST.three_pass_softmax):
         out = fn(x).double()
         assert torch.allclose(out, ref, rtol=1e-5, atol=1e-7), fn.__name__
         assert torch.allclose(out.sum(dim=-1), torch.ones(4, dtype=torch.float64), atol=1e-5)

@@ -1,4 +1,4 @@
-"""kernels/transpose.py: the CPU emulation of both CUDA kernels, and (on a GPU) the kernels."""
+"""kernels/transpose/: the CPU emulation of both CUDA kernels, and (on a GPU) the kernels."""
 
 from __future__ import annotations
 
@@ -8,7 +8,8 @@ import pytest
 import torch
 import yaml
 
-from kernels import transpose as T
+from kernels.transpose import kernel as T
+from kernels.transpose import task as TT
 
 CLAIM = yaml.safe_load((Path(__file__).resolve().parents[2] / "claims" / "transpose-tiled-padded-cupy.yaml").read_text())
 CHECK_SHAPES = [(p["rows"], p["cols"]) for p in CLAIM["workload"]["check_params"]]
@@ -16,22 +17,22 @@ EDGE_SHAPES = [(32, 32), (31, 33), (64, 65), (65, 64), (8, 96), (2, 3)]
 
 
 def _inputs(rows, cols, seed=0, dtype="float32", device="cpu"):
-    return T.make_inputs(seed=seed, device=device, dtype=dtype, rows=rows, cols=cols)
+    return TT.make_inputs(seed=seed, device=device, dtype=dtype, rows=rows, cols=cols)
 
 
-@pytest.mark.parametrize("fn", [T.transpose_tiled, T.transpose_naive], ids=["tiled", "naive"])
+@pytest.mark.parametrize("fn", [T.transpose_tiled, TT.transpose_naive], ids=["tiled", "naive"])
 @pytest.mark.parametrize("rows,cols", CHECK_SHAPES + EDGE_SHAPES)
 def test_emulation_matches_reference_exactly(fn, rows, cols):
     (x,) = _inputs(rows, cols)
     out = fn(x)
     assert out.shape == (cols, rows) and out.dtype == x.dtype
-    assert torch.equal(out.to(torch.float64), T.reference_fp64(x))
+    assert torch.equal(out.to(torch.float64), TT.reference_fp64(x))
 
 
 def test_int32_words_move_bit_exactly():
     (x,) = _inputs(45, 70, dtype="int32")
     assert torch.equal(T.transpose_tiled(x), x.t().contiguous())
-    assert torch.equal(T.transpose_naive(x), x.t().contiguous())
+    assert torch.equal(TT.transpose_naive(x), x.t().contiguous())
 
 
 def test_every_output_element_is_written():
@@ -59,7 +60,7 @@ def test_make_inputs_refuses_other_dtypes():
 
 
 @pytest.mark.gpu
-@pytest.mark.parametrize("fn", [T.transpose_tiled, T.transpose_naive], ids=["tiled", "naive"])
+@pytest.mark.parametrize("fn", [T.transpose_tiled, TT.transpose_naive], ids=["tiled", "naive"])
 @pytest.mark.parametrize("rows,cols", CHECK_SHAPES + EDGE_SHAPES + [(1000, 2049)])
 def test_cuda_kernel_matches_reference(fn, rows, cols):
     pytest.importorskip("cupy")
@@ -67,4 +68,4 @@ def test_cuda_kernel_matches_reference(fn, rows, cols):
     out = fn(x)
     torch.cuda.synchronize()
     assert out.is_cuda and out.shape == (cols, rows)
-    assert torch.equal(out.to(torch.float64), T.reference_fp64(x))
+    assert torch.equal(out.to(torch.float64), TT.reference_fp64(x))

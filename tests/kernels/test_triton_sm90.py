@@ -26,7 +26,7 @@ from pathlib import Path
 import triton
 from triton.backends.compiler import GPUTarget
 from triton.compiler import ASTSource
-import kernels.attention as A, kernels.gqa_decode as G, kernels.paged_decode as P, kernels.weight_only_gemv as W
+import kernels.attention.kernel as A, kernels.gqa_decode.decode as G, kernels.paged_decode.decode as P, kernels.weight_only_gemv.kernel as W
 
 cuobjdump = Path(triton.__file__).parent / "backends" / "nvidia" / "bin" / "cuobjdump"
 target = GPUTarget("cuda", 90, 32)

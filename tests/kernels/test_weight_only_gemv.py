@@ -1,4 +1,4 @@
-"""kernels/weight_only_gemv.py: int4 packing, the Triton GEMV under the interpreter and the
+"""kernels/weight_only_gemv/: int4 packing, the Triton GEMV under the interpreter and the
 dequantized bf16 baseline, at the claim's check shapes and tolerances."""
 
 from __future__ import annotations
@@ -7,7 +7,8 @@ import pytest
 import torch
 from kernel_claims import check_sides, load_claim
 
-import kernels.weight_only_gemv as W
+import kernels.weight_only_gemv.kernel as W
+import kernels.weight_only_gemv.task as WT
 
 CLAIM = load_claim("gemv-int4-vs-bf16")
 
@@ -23,9 +24,9 @@ def test_kernel_and_baseline_match_the_dequantized_reference(params):
 
 
 def test_packing_round_trips_and_stays_in_int4():
-    x, w = W.make_inputs(seed=0, device="cpu", dtype="float32", rows=9, cols=45)
+    x, w = WT.make_inputs(seed=0, device="cpu", dtype="float32", rows=9, cols=45)
     _, packed, scale = W.quantize_int4(x, w)
-    q, s = W._quantize(w)
+    q, s = WT.quantize_rows(w)
     assert packed.dtype == torch.int32 and packed.shape == (9, 6)
     codes = _unpack(packed, 45)
     assert torch.equal(codes, q.to(torch.int64)) and codes.min() >= -8 and codes.max() <= 7
@@ -35,7 +36,7 @@ def test_packing_round_trips_and_stays_in_int4():
 
 
 def test_kernel_reads_every_nibble():
-    x, w = W.make_inputs(seed=4, device="cpu", dtype="float32", rows=3, cols=16)
+    x, w = WT.make_inputs(seed=4, device="cpu", dtype="float32", rows=3, cols=16)
     xo, packed, scale = W.quantize_int4(x, w)
     base = W.int4_gemv(xo, packed, scale)
     for s in range(8):
@@ -46,15 +47,15 @@ def test_kernel_reads_every_nibble():
 
 
 def test_seeds_differ_and_kernel_is_deterministic():
-    a = W.make_inputs(seed=0, device="cpu", dtype="float32", rows=7, cols=24)
-    b = W.make_inputs(seed=1, device="cpu", dtype="float32", rows=7, cols=24)
+    a = WT.make_inputs(seed=0, device="cpu", dtype="float32", rows=7, cols=24)
+    b = WT.make_inputs(seed=1, device="cpu", dtype="float32", rows=7, cols=24)
     assert all(not torch.equal(x, y) for x, y in zip(a, b))
     ops = W.quantize_int4(*a)
     assert torch.equal(W.int4_gemv(*ops), W.int4_gemv(*ops))
 
 
 def test_zero_row_gets_a_finite_scale():
-    x, w = W.make_inputs(seed=0, device="cpu", dtype="float32", rows=3, cols=10)
+    x, w = WT.make_inputs(seed=0, device="cpu", dtype="float32", rows=3, cols=10)
     w[1] = 0
     out = W.int4_gemv(*W.quantize_int4(x, w))
     assert torch.isfinite(out).all() and out[0, 1] == 0

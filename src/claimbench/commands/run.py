@@ -55,7 +55,8 @@ def run(args) -> int:
         raise UsageError(f"no claim files found in {', '.join(args.paths) or root / 'claims'}")
     results = Path(args.results) if args.results else root / "results"
     t0 = time.monotonic()
-    say = (lambda msg: None) if args.quiet else _Progress(t0)
+    from ..progress import make
+    say = make(t0, args.quiet)
     opts = RunOptions(results=results, timeout_s=args.timeout_s, repeat=args.repeat, hot=args.hot,
                       hardware_only=getattr(args, "hardware_only", False), progress=say,
                       timing={"max_time_s": args.max_time_s, "warmup_s": args.warmup_s}, threads=args.threads,
@@ -67,7 +68,10 @@ def run(args) -> int:
         from ..ci_options import select_for_ci
         return select_for_ci(args, found, root, hw)
 
-    hw, outcomes = run_claims(paths, root, opts, select=select)
+    try:
+        hw, outcomes = run_claims(paths, root, opts, select=select)
+    finally:
+        getattr(say, "close", lambda: None)()
     if getattr(args, "summary", None):
         from ..summary import write_summary
         write_summary(Path(args.summary), hw, outcomes)
@@ -83,25 +87,15 @@ def run(args) -> int:
     return EXIT_FAILED if failing else EXIT_OK
 
 
-class _Progress:
-    """Prints phase changes at once and repeated timing rounds at most every 2 s."""
-
-    def __init__(self, t0: float) -> None:
-        self.t0, self.last_round = t0, 0.0
-
-    def __call__(self, msg: str) -> None:
-        now = time.monotonic()
-        if ": timing: round" in msg:
-            if now - self.last_round < 2.0:
-                return
-            self.last_round = now
-        print(f"[{now - self.t0:7.1f}s] {msg}", file=sys.stderr, flush=True)
-
-
 def format_table(outcomes) -> str:
     rows = [("claim", "hardware", "measured [95% CI]", "claimed", "verdict", "reason")]
     for o in outcomes:
-        meas = "-" if o.value is None else f"{o.value:.4g} [{o.ci_low:.4g}, {o.ci_high:.4g}]"
+        if o.value is None:
+            meas = "-"
+        elif o.ci_low is None or o.ci_high is None:
+            meas = f"{o.value:.4g} [no CI]"
+        else:
+            meas = f"{o.value:.4g} [{o.ci_low:.4g}, {o.ci_high:.4g}]"
         claimed = "-" if o.claimed_value is None else f"{o.metric} {o.claimed_value:g}"
         rows.append((o.claim_id, o.hardware[:28], meas, claimed, o.status.value, o.reason))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]

@@ -83,6 +83,7 @@ class TimerSpec(_Model):
     hot: bool = False
     max_sm_clock_mhz: Optional[float] = None
     nvml_index: Optional[int] = None
+    device_index: int = 0                 # this rank's GPU
 
 
 class DistSpec(_Model):
@@ -172,6 +173,18 @@ class Ping(_Msg):
     kind: Literal["ping"] = "ping"
 
 
+class StreamCheck(_Msg):
+    """CUDA: profile one call and report device work the events would miss (other streams)."""
+
+    kind: Literal["stream_check"] = "stream_check"
+
+
+class StreamChecked(_Msg):
+    kind: Literal["stream_checked"] = "stream_checked"
+    ok: bool
+    why: ShortText = ""
+
+
 class Probe(_Msg):
     kind: Literal["probe"] = "probe"
 
@@ -240,6 +253,7 @@ class Probed(_Msg):
     interop_threads: int
     function_modes: int
     dispatch_modes: int
+    autotune: dict[str, dict[str, str]] = {}   # Triton autotuners' picks, for the record
 
 
 class Done(_Msg):
@@ -279,7 +293,7 @@ class Failed(_Msg):
 
 Message = Annotated[
     Union[Load, MakeInputs, Reference, Drop, Operands, Refill, Call, Emit, ShowOperands, Release, Ping, Probe,
-          Bye, Ready, Loaded, Inputs, Arrays, Prepared, Called, Outputs, Pong, Probed, Done, Spawn, Spawned, KillAll,
+          Bye, StreamCheck, StreamChecked, Ready, Loaded, Inputs, Arrays, Prepared, Called, Outputs, Pong, Probed, Done, Spawn, Spawned, KillAll,
           Failed],
     Field(discriminator="kind")]
 _ADAPTER: TypeAdapter = TypeAdapter(Message)

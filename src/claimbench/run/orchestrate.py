@@ -93,10 +93,12 @@ def _start(s: ClaimSession, job: Job, log_fd: int, say, found: dict, coord, grou
     cpu_limit = job.max_memory_bytes if job.device == "cpu" else None
     timer = None
     if job.device == "cuda" and job.measured:
-        gpu0 = (job.hardware.get("gpus") or [{}])[0]
-        timer = m.TimerSpec(l2_bytes=int(gpu0.get("l2_bytes") or 50 << 20), hot=job.hot,
-                            flush_bytes=job.timing.get("flush_bytes"), max_sm_clock_mhz=gpu0.get("max_sm_clock_mhz"),
-                            nvml_index=gpu0.get("nvml_index"))
+        local = group["local_rank"] if group else 0
+        gpus = job.hardware.get("gpus") or [{}]
+        gpu = gpus[min(local, len(gpus) - 1)]
+        timer = m.TimerSpec(l2_bytes=int(gpu.get("l2_bytes") or 50 << 20), hot=job.hot,
+                            flush_bytes=job.timing.get("flush_bytes"), max_sm_clock_mhz=gpu.get("max_sm_clock_mhz"),
+                            nvml_index=gpu.get("nvml_index"), device_index=local)
     sources: set[str] = set()
     for role in ROLES:
         say(f"starting the {role} side")
@@ -132,6 +134,7 @@ def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str
     perturb = not (claim.kernel.prepare or claim.baseline.prepare)
     hooks = Rechecks(s, claim, params, job.seeds["timing"], timer, perturb=perturb,
                      calls_per_round=cfg.calls_per_round, device=job.device, coord=coord)
+    hooks.max_memory_bytes = job.max_memory_bytes
     everyone = [p for pids in s.members().values() for p in pids] + [s.server.host_pid, os.getpid()]
     busy0, ncpu = census.machine_busy_s()
     ours0, t0 = census.cpu_seconds(everyone), time.monotonic()
@@ -150,12 +153,18 @@ def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str
                              "calls_per_block": first}
     found["bracket"] = timer.bracket.summary()
     found["census"] = _census_summary(hooks.shape_after_warmup or {}, s)
-    found["torch_threads"] = s.probe("kernel").torch_threads
+    probed = s.probe("kernel")
+    found["torch_threads"], found["autotune"] = probed.torch_threads, dict(probed.autotune)
     problems = []
     if hooks.failures:
         problems.append(f"timed calls returned wrong answers ({len(hooks.failures)} of {hooks.checked} checked): "
                         f"{hooks.failures[0]}")
     problems += _bracket_problems(timer, job.device)
+    if job.device == "cuda" and coord.world == 1:  # NCCL's own stream would trip it on several ranks
+        checked = s.exchange("kernel", m.StreamCheck(), m.StreamChecked)[0]
+        if not checked.ok:
+            problems.append(checked.why)
+        s.release("kernel")
     return problems
 
 
@@ -175,9 +184,17 @@ def _census_summary(shape: dict, s: ClaimSession) -> dict:
     return out
 
 
+IDLE_CPU_S = 0.05  # a stopped side uses none; a tick or two of accounting noise is allowed
+
+
 def _bracket_problems(timer: RemoteTimer, device: str) -> list[str]:
     b = timer.bracket
     out = list(b.violations[:1])
+    for side in ("kernel", "baseline"):
+        idle, busy = b.idle_cpu_s[side], b.busy_cpu_s[side]
+        if idle > IDLE_CPU_S + 0.02 * busy:
+            out.append(f"the {side} side used {idle * 1000:.0f} ms of CPU while it was stopped or idle "
+                       f"({busy * 1000:.0f} ms while timed)")
     for side in ("kernel", "baseline"):
         ours, own = b.brackets_us[side], b.side_us[side]
         if not ours:

@@ -136,6 +136,8 @@ class SideProcess:
         self.versions: dict = {}
         self.frozen = False
         self.extra: list[int] = []  # descendants that left the group; frozen by pid
+        self.cpu_at_freeze: Optional[float] = None
+        self.idle_cpu_s = 0.0       # CPU its processes used while stopped: none, unless freezing failed
 
     def members(self) -> list[int]:
         table = census.all_stats()
@@ -157,8 +159,13 @@ class SideProcess:
         for pid in self.extra:
             _signal(pid, signal.SIGSTOP)
         self.frozen = True
+        self.wait_stopped()
+        self.cpu_at_freeze = census.cpu_seconds([self.pid, *self.extra])
 
     def thaw(self) -> None:
+        if self.cpu_at_freeze is not None:
+            self.idle_cpu_s += max(0.0, census.cpu_seconds([self.pid, *self.extra]) - self.cpu_at_freeze)
+            self.cpu_at_freeze = None
         for pid in self.extra:
             _signal(pid, signal.SIGCONT)
         try:

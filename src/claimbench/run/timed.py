@@ -37,13 +37,15 @@ class Bracket:
     """What the orchestrator's clock saw, per side: kept in the record's protocol."""
 
     null_us: dict = field(default_factory=dict)        # median bracket of a null call, per side
+    busy_cpu_s: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})  # /proc, inside brackets
+    idle_cpu_s: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})  # /proc, while stopped
     brackets_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
     side_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
     event_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
     violations: list = field(default_factory=list)
 
     def summary(self) -> dict:
-        out: dict[str, Any] = {"null_us": self.null_us}
+        out: dict[str, Any] = {"null_us": self.null_us, "busy_cpu_s": self.busy_cpu_s, "idle_cpu_s": self.idle_cpu_s}
         for side in ("kernel", "baseline"):
             b, own = self.brackets_us[side], self.side_us[side]
             if b:
@@ -80,7 +82,9 @@ class RemoteTimer:
             self.s.release(side)
             self.unreleased.discard(side)
         proc = self.s.sides[side]
+        members = [proc.pid, *proc.extra]
         proc.thaw()
+        cpu0 = census.cpu_seconds(members)
         _wait_running(proc.pid)
         left = self.s.left()
         t0 = _NOW()
@@ -90,6 +94,8 @@ class RemoteTimer:
         finally:
             t1 = _NOW()
             proc.freeze()
+        self.bracket.busy_cpu_s[side] += max(0.0, (proc.cpu_at_freeze or cpu0) - cpu0)
+        self.bracket.idle_cpu_s[side] = proc.idle_cpu_s
         if isinstance(reply, m.Failed):
             raise ClaimEnded(reply.verdict, reply.message)
         if not isinstance(reply, m.Called):
@@ -178,6 +184,8 @@ class Rechecks:
         self.failures: list[str] = []
         self.perturbed = 0
         self.shape_after_warmup: Optional[dict] = None
+        self.settings_after_warmup: Optional[dict] = None
+        self.max_memory_bytes: Optional[int] = None
         self.census_problems: list[str] = []
         timer.hooks = self
 
@@ -196,14 +204,32 @@ class Rechecks:
         self.inputs, self.edits = inputs, []
         self.pending = {"kernel": [], "baseline": []}
         problems = census.differences(self.shape_after_warmup, self._shape())
+        settings = self._settings()
+        if self.settings_after_warmup is None:
+            self.settings_after_warmup = settings
+        problems += [f"the {role} side's {what} changed from {self.settings_after_warmup[role][what]} to {v}"
+                     for role, got in settings.items() for what, v in got.items()
+                     if self.settings_after_warmup[role].get(what) != v]
         if problems:
             raise ClaimEnded("rejected", "the claim's processes changed between rounds: " + "; ".join(problems[:4]))
+        rss = census.rss_bytes([p for pids in self.s.members().values() for p in pids])
+        if self.max_memory_bytes and rss > self.max_memory_bytes:
+            raise ClaimEnded("error", f"the claim's processes hold {rss / 2**30:.1f} GiB, above --max-memory "
+                             f"{self.max_memory_bytes / 2**30:.1f} GiB")
 
     def _shape(self) -> dict:
         out = {}
         for role, pids in self.s.members().items():
             for pid, shape in census.shape(pids).items():
                 out[pid] = shape
+        return out
+
+    def _settings(self) -> dict:
+        """What each side says of its thread settings (evidence; its threads are counted in /proc)."""
+        out = {}
+        for role in ("kernel", "baseline"):
+            p = self.s.probe(role)
+            out[role] = {"torch threads": p.torch_threads, "inter-op threads": p.interop_threads}
         return out
 
     def _prepared(self, role: str) -> bool:

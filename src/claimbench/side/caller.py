@@ -66,7 +66,11 @@ class CallerSide:
         if isinstance(msg, m.Probe):
             f, d = mode_depths()
             return m.Probed(torch_threads=torch.get_num_threads(), interop_threads=torch.get_num_interop_threads(),
-                            function_modes=f, dispatch_modes=d), []
+                            function_modes=f, dispatch_modes=d, autotune=_autotune_choices()), []
+        if isinstance(msg, m.StreamCheck):
+            from ..timing_cuda import check_streams
+            ok, why = check_streams(lambda: call_claim_code(self.key, self.fn, self.operands, {}))
+            return m.StreamChecked(ok=ok, why=why), []
         raise TypeError(f"the {self.role} side does not take {msg.kind!r}")
 
     # -- operands ---------------------------------------------------------------------------
@@ -184,3 +188,18 @@ class CallerSide:
     def _sync(self) -> None:
         if self.device == "cuda":
             torch.cuda.synchronize()
+
+
+def _autotune_choices() -> dict:
+    """The configs Triton's autotuners picked, keyed by kernel: part of the protocol record."""
+    import sys
+
+    out = {}
+    for mod in list(sys.modules.values()):
+        if not (getattr(mod, "__name__", "") or "").startswith("kernels"):
+            continue
+        for name, obj in list(vars(mod).items()):
+            cache = getattr(obj, "cache", None)
+            if type(obj).__name__ == "Autotuner" and isinstance(cache, dict) and cache:
+                out[f"{mod.__name__}.{name}"] = {str(k)[:200]: str(v)[:200] for k, v in list(cache.items())[:8]}
+    return out

@@ -18,4 +18,5 @@ def make_timer(spec: m.TimerSpec):
     kw = {"nvml": Nvml.open(), "max_sm_clock_mhz": spec.max_sm_clock_mhz}
     if spec.nvml_index is not None:
         kw["nvml_index"] = spec.nvml_index
-    return CudaEventTimer(l2_bytes=spec.l2_bytes, hot=spec.hot, flush_bytes=spec.flush_bytes, **kw)
+    return CudaEventTimer(l2_bytes=spec.l2_bytes, hot=spec.hot, flush_bytes=spec.flush_bytes,
+                          device_index=spec.device_index, **kw)

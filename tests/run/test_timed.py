@@ -1,0 +1,79 @@
+"""The orchestrator's view of a CUDA side, without a GPU: events must fit inside its bracket, and
+time spent outside the events is held to a bound calibrated with null calls."""
+
+import os
+import time
+
+from claimbench.run import messages as m
+from claimbench.run.orchestrate import _bracket_problems
+from claimbench.run.timed import RemoteTimer
+
+
+class ScriptedChannel:
+    """A side that answers each call after `delay_s`, reporting `event_us` as its CUDA event time."""
+
+    def __init__(self, script):
+        self.script, self.sent = list(script), []
+
+    def send(self, msg, fds=()):
+        self.sent.append(msg)
+
+    def recv(self, timeout_s=None):
+        delay_s, event_us = self.script.pop(0)
+        time.sleep(delay_s)
+        return m.Called(outputs=[], side_us=event_us, event_us=event_us), []
+
+
+class ScriptedSide:
+    def __init__(self, script):
+        self.pid, self.extra, self.channel = os.getpid(), [], ScriptedChannel(script)
+        self.cpu_at_freeze, self.idle_cpu_s = None, 0.0
+
+    def thaw(self):
+        pass
+
+    def freeze(self):
+        pass
+
+    def wait_stopped(self, timeout_s=2.0):
+        return True
+
+
+class Session:
+    def __init__(self, sides):
+        self.sides = sides
+
+    def left(self):
+        return 60.0
+
+    def release(self, role):
+        pass
+
+
+def _timer(script):
+    t = RemoteTimer(Session({"kernel": ScriptedSide(script)}), "cuda", hot=False, min_block_us=100.0,
+                    flush_bytes=1 << 20, l2_reset=True)
+    t.calls_per_block["kernel"] = 1
+    return t
+
+
+def test_events_longer_than_the_bracket_are_flagged():
+    t = _timer([(0.001, 5000.0)] * 3)  # 1 ms brackets, 5 ms events: the side lied
+    for _ in range(3):
+        t.sample("kernel", None)
+    assert t.bracket.violations and "inside a bracket" in t.bracket.violations[0]
+    assert _bracket_problems(t, "cuda")
+
+
+def test_work_outside_the_events_is_bounded_by_the_null_calls():
+    honest = _timer([(0.0005, 0.0)] * 31 + [(0.0015, 1000.0)] * 5)  # null gap ~0.5 ms; kernel 1 ms in events
+    honest.calibrate("kernel", None)
+    for _ in range(5):
+        honest.sample("kernel", None)
+    assert not _bracket_problems(honest, "cuda"), _bracket_problems(honest, "cuda")
+    hidden = _timer([(0.0005, 0.0)] * 31 + [(0.0215, 1000.0)] * 5)  # 20 ms more per sample, outside the events
+    hidden.calibrate("kernel", None)
+    for _ in range(5):
+        hidden.sample("kernel", None)
+    problems = _bracket_problems(hidden, "cuda")
+    assert any("outside its CUDA events" in p for p in problems), problems
