@@ -33,18 +33,21 @@ kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"{kernel_extra}}}
 baseline: {{name: torch.softmax, impl: kernels/softmax_cpu.py:torch_softmax}}
 correctness:
   method: allclose
-  reference: kernels/softmax_cpu.py:reference_fp64
+  reference: {reference}
   max_rel_l2: 1.0e-5
   rtol: 1.0e-5
   atol: 1.0e-6
   trials: 2
   forbidden: [torch.softmax, torch.nn.functional.softmax]
-{properties}claimed: {{metric: speedup, value: 0.01, tolerance: 0.05}}
+{properties}claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
 """
 
 # `flops` and `properties` are whole YAML lines (with indent and newline) or empty: most cases declare none.
+# `value` is the claimed speedup: 0.01 lets any correct kernel verify, so a cheat must be caught
+# for what it does, not for its number.
 DEFAULTS = {"title": "fixture", "device": "cpu", "params": "{rows: 64, cols: 250}",
-            "bytes": "8 * rows * cols", "flops": "", "kernel_extra": "", "properties": ""}
+            "bytes": "8 * rows * cols", "flops": "", "kernel_extra": "", "properties": "",
+            "reference": "kernels/softmax_cpu.py:reference_fp64", "value": "0.01"}
 
 
 def make_project(root: Path) -> Path:
