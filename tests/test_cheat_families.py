@@ -85,7 +85,6 @@ class Case:
     open: str = ""              # why the runner still lets it through (a strict xfail), or ""
 
 
-THREADS = "the census compares with the state after warm-up, which the kernel's first call already changed"
 CASES = {
     # lazy outputs
     "lazy_detach": Case("lazy outputs", WRONG, "verified"),
@@ -120,11 +119,10 @@ CASES = {
     "steal_hogs": Case("stealing the machine", POLICY, "verified", plain=True),
     "steal_hogs_hidden": Case("stealing the machine", CAUGHT, "verified"),
     "steal_affinity": Case("stealing the machine", POLICY, "verified", plain=True),
-    "steal_affinity_hidden": Case("stealing the machine", CAUGHT, "verified", open=THREADS),
-    "steal_threads": Case("stealing the machine", CAUGHT, "verified", open=THREADS),
+    "steal_affinity_hidden": Case("stealing the machine", CAUGHT, "verified"),
+    "steal_threads": Case("stealing the machine", CAUGHT, "verified"),
     # run with one thread, it computes with two and the record says one
-    "steal_threads_self": Case("stealing the machine", CAUGHT, "verified",
-                               open="a thread count restored before each return is not seen"),
+    "steal_threads_self": Case("stealing the machine", CAUGHT, "verified"),
     # forging the report
     "forged_exit": Case("forging the report", CAUGHT, "verified"),
 }
@@ -302,21 +300,19 @@ def hostile(tmp_path_factory, hw):
 HOSTILE = ["evidence_records_hidden", "evidence_tree_hidden", "outlive_setsid_hidden"]
 
 
-LEFT_BEHIND = still_open("a process left behind does not change the verdict")
-UNTRACKED = still_open("without bubblewrap a rewritten record that git does not track (results/runs/) stays rewritten")
 SANDBOXES = ["auto", "none"]  # bubblewrap where it works; the fallback: subreaper, file census, git restore
 
 
 @pytest.mark.parametrize("sandbox", SANDBOXES)
 @pytest.mark.parametrize("name", [
-    "evidence_records_hidden", "evidence_tree_hidden", pytest.param("outlive_setsid_hidden", marks=LEFT_BEHIND)])
+    "evidence_records_hidden", "evidence_tree_hidden", "outlive_setsid_hidden"])
 def test_hostile_kernel_is_never_verified(hostile, name, sandbox):
     out = hostile(name, sandbox).outcome
     assert out.status != S.VERIFIED and out.status in CAUGHT, (out.status, out.reason)
 
 
 @pytest.mark.parametrize("name, sandbox", [
-    ("evidence_records_hidden", "auto"), pytest.param("evidence_records_hidden", "none", marks=UNTRACKED),
+    ("evidence_records_hidden", "auto"), ("evidence_records_hidden", "none"),
     ("evidence_tree_hidden", "auto"), ("evidence_tree_hidden", "none")])
 def test_a_kernel_changes_no_record_and_nothing_in_the_project(hostile, name, sandbox):
     h = hostile(name, sandbox)

@@ -129,16 +129,20 @@ def shape(pids: Iterable[int]) -> dict[int, ProcessShape]:
     return out
 
 
-def differences(before: dict[int, ProcessShape], after: dict[int, ProcessShape]) -> list[str]:
-    """What changed, in words; empty when nothing did."""
+def differences(before: dict[int, ProcessShape], after: dict[int, ProcessShape], *, pinning_only: bool = False
+                ) -> list[str]:
+    """What changed, in words; empty when nothing did. ``pinning_only`` compares affinity and nice
+    alone, for processes in both (the state right after loading, before any claim call: a first
+    call that pins or renices its rival must not become the reference)."""
     out = []
-    for pid in sorted(set(after) - set(before)):
-        out.append(f"a new process {pid} appeared")
-    for pid in sorted(set(before) - set(after)):
-        out.append(f"process {pid} is gone")
+    if not pinning_only:
+        for pid in sorted(set(after) - set(before)):
+            out.append(f"a new process {pid} appeared")
+        for pid in sorted(set(before) - set(after)):
+            out.append(f"process {pid} is gone")
     for pid in sorted(set(before) & set(after)):
         b, a = before[pid], after[pid]
-        if a.threads != b.threads:
+        if a.threads != b.threads and not pinning_only:
             out.append(f"process {pid} went from {b.threads} to {a.threads} threads")
         if a.affinities != b.affinities:
             out.append(f"process {pid}'s CPU affinity changed from {_cpus(b.affinities)} to {_cpus(a.affinities)}")

@@ -59,6 +59,7 @@ def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None], *, coo
     log_fd = os.open(job.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if job.log_path else os.open(os.devnull, os.O_WRONLY)
     try:
         _start(s, job, log_fd, say, found, coord, group)
+        found["_load_reference"] = _load_reference(s)
         rejections += seed_check(s, job.claim, job.seeds["sensitivity"], job.measured, coord)
         if not rejections:
             corr, rej = run_trials(s, job.claim, device=job.device, dtype=job.dtype, seeds=job.seeds["trials"],
@@ -89,6 +90,7 @@ def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None], *, coo
         rejections.append(f"the claim's processes left {len(strays)} process(es) running outside their sessions "
                           f"(pids {', '.join(map(str, strays[:5]))}); a kernel must not leave work behind (they were killed)")
     found.pop("_flush", None)
+    found.pop("_load_reference", None)
     return ClaimRun(rejections=tuple(rejections), **found)
 
 
@@ -138,7 +140,8 @@ def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str
     perturb = not (claim.kernel.prepare or claim.baseline.prepare)
     hooks = Rechecks(s, claim, params, job.seeds["timing"], timer, perturb=perturb,
                      calls_per_round=cfg.calls_per_round, device=job.device, coord=coord)
-    hooks.max_memory_bytes = job.max_memory_bytes
+    hooks.max_memory_bytes, hooks.threads = job.max_memory_bytes, job.threads or os.cpu_count() or 1
+    hooks.shape_after_load, hooks.settings_after_load = found.pop("_load_reference")
     everyone = [p for pids in s.members().values() for p in pids] + [s.server.host_pid, os.getpid()]
     busy0, ncpu = census.machine_busy_s()
     ours0, t0 = census.cpu_seconds(everyone), time.monotonic()
@@ -163,13 +166,26 @@ def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str
     if hooks.failures:
         problems.append(f"timed calls returned wrong answers ({len(hooks.failures)} of {hooks.checked} checked): "
                         f"{hooks.failures[0]}")
-    problems += _bracket_problems(timer, job.device)
+    problems += _bracket_problems(timer, job.device, job.threads or os.cpu_count() or 1)
     if job.device == "cuda" and coord.world == 1:  # NCCL's own stream would trip it on several ranks
         checked = s.exchange("kernel", m.StreamCheck(), m.StreamChecked)[0]
         if not checked.ok:
             problems.append(checked.why)
         s.release("kernel")
     return problems
+
+
+def _load_reference(s: ClaimSession) -> tuple[dict, dict]:
+    """Each side's processes, pinning and thread settings right after loading, before any claim
+    call: what the kernel's first call does to itself or its rival is then a change."""
+    shape = {}
+    for pids in s.members().values():
+        shape.update(census.shape(pids))
+    settings = {}
+    for role in ("kernel", "baseline"):
+        p = s.probe(role)
+        settings[role] = {"torch threads": p.torch_threads, "inter-op threads": p.interop_threads}
+    return shape, settings
 
 
 def _detached(s: ClaimSession) -> list[int]:
@@ -208,11 +224,20 @@ def _census_summary(shape: dict, s: ClaimSession) -> dict:
 
 
 IDLE_CPU_S = 0.05  # a stopped side uses none; a tick or two of accounting noise is allowed
+CORES_SLACK = 0.35  # the main thread's own work around the calls, and tick rounding
+MIN_TIMED_S = 0.5   # below this, CPU accounting in 10 ms ticks says too little
 
 
-def _bracket_problems(timer: RemoteTimer, device: str) -> list[str]:
+def _bracket_problems(timer: RemoteTimer, device: str, threads: int = 0) -> list[str]:
     b = timer.bracket
     out = list(b.violations[:1])
+    for side in ("kernel", "baseline"):
+        wall = sum(b.brackets_us[side]) / 1e6
+        if device == "cpu" and threads and wall >= MIN_TIMED_S:
+            cores = b.busy_cpu_s[side] / wall
+            if cores > threads + CORES_SLACK:
+                out.append(f"the {side} side kept {cores:.2f} cores busy on average while timed, more than the "
+                           f"{threads} thread(s) it was given")
     for side in ("kernel", "baseline"):
         idle, busy = b.idle_cpu_s[side], b.busy_cpu_s[side]
         if idle > IDLE_CPU_S + 0.02 * busy:

@@ -184,8 +184,10 @@ class Rechecks:
         self.failures: list[str] = []
         self.perturbed = 0
         self.shape_after_warmup: Optional[dict] = None
-        self.settings_after_warmup: Optional[dict] = None
+        self.shape_after_load: dict = {}      # taken before any claim call: pinning and settings must stay
+        self.settings_after_load: dict = {}
         self.max_memory_bytes: Optional[int] = None
+        self.threads: int = 0
         self.census_problems: list[str] = []
         timer.hooks = self
 
@@ -203,19 +205,37 @@ class Rechecks:
             self.s.drop(self.inputs)
         self.inputs, self.edits = inputs, []
         self.pending = {"kernel": [], "baseline": []}
-        problems = census.differences(self.shape_after_warmup, self._shape())
+        now = self._shape()
+        problems = census.differences(self.shape_after_warmup, now)
+        problems += census.differences(self.shape_after_load, now, pinning_only=True)
+        if self.device == "cpu" and self.threads:
+            problems += self._thread_growth(now)
         settings = self._settings()
-        if self.settings_after_warmup is None:
-            self.settings_after_warmup = settings
-        problems += [f"the {role} side's {what} changed from {self.settings_after_warmup[role][what]} to {v}"
+        problems += [f"the {role} side's {what} changed from {self.settings_after_load[role][what]} to {v}"
                      for role, got in settings.items() for what, v in got.items()
-                     if self.settings_after_warmup[role].get(what) != v]
+                     if self.settings_after_load[role].get(what) != v]
         if problems:
             raise ClaimEnded("rejected", "the claim's processes changed between rounds: " + "; ".join(problems[:4]))
         rss = census.rss_bytes([p for pids in self.s.members().values() for p in pids])
         if self.max_memory_bytes and rss > self.max_memory_bytes:
             raise ClaimEnded("error", f"the claim's processes hold {rss / 2**30:.1f} GiB, above --max-memory "
                              f"{self.max_memory_bytes / 2**30:.1f} GiB")
+
+    def _thread_growth(self, now: dict) -> list[str]:
+        """torch gives a CPU side one OpenMP worker per thread beyond the first, on its first
+        parallel call; more than that means it ran more threads than it was given, whatever its
+        settings say when it returns."""
+        out = []
+        for role in ("kernel", "baseline"):
+            pid = self.s.sides[role].pid
+            before, after = self.shape_after_load.get(pid), now.get(pid)
+            if before is not None and after is not None and after.threads - before.threads > self.threads - 1:
+                out.append(f"the {role} side runs {after.threads} threads, {after.threads - before.threads} more than "
+                           f"when it was loaded; it was given {self.threads}")
+        return out
+
+    def take_load_reference(self) -> None:
+        self.shape_after_load, self.settings_after_load = self._shape(), self._settings()
 
     def _shape(self) -> dict:
         out = {}
