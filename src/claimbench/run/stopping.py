@@ -35,9 +35,12 @@ class PrecisionStop:
         self.next_at = rounds + 1 if rounds < 50 else int(rounds * 1.1) + 1
         ks = Samples(tuple(k.kept), tuple(k.rounds), (0,) * len(k.kept))
         bs = Samples(tuple(b.kept), tuple(b.rounds), (0,) * len(b.kept))
-        ok, frac = precision_reached(ks, bs if self.metric == "speedup" else None, self.metric, device=self.device,
-                                     max_ci_halfwidth=self.max_ci_halfwidth, flops=self.flops, nbytes=self.nbytes,
-                                     floor_us=self.floor_us)
+        try:
+            ok, frac = precision_reached(ks, bs if self.metric == "speedup" else None, self.metric, device=self.device,
+                                         max_ci_halfwidth=self.max_ci_halfwidth, flops=self.flops, nbytes=self.nbytes,
+                                         floor_us=self.floor_us)
+        except (ZeroDivisionError, ValueError, OverflowError):  # no value yet: keep taking rounds
+            return None
         self.last_fraction = frac
         if ok:
             limit = max_halfwidth(self.device, self.max_ci_halfwidth)

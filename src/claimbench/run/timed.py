@@ -30,6 +30,7 @@ from .session import ClaimEnded, ClaimSession, InputSet
 
 _NOW = time.perf_counter_ns
 NULL_CALLS = 31
+RESOLUTION = 20.0  # a CPU block lasts at least this many times the null call's interquartile range
 
 
 @dataclass
@@ -37,6 +38,8 @@ class Bracket:
     """What the orchestrator's clock saw, per side: kept in the record's protocol."""
 
     null_us: dict = field(default_factory=dict)        # median bracket of a null call, per side
+    null_iqr_us: dict = field(default_factory=dict)    # its spread: a block must be long against it
+    unresolved: dict = field(default_factory=lambda: {"kernel": 0, "baseline": 0})  # samples at or below a null call
     busy_cpu_s: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})  # /proc, inside brackets
     idle_cpu_s: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})  # /proc, while stopped
     brackets_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
@@ -45,7 +48,8 @@ class Bracket:
     violations: list = field(default_factory=list)
 
     def summary(self) -> dict:
-        out: dict[str, Any] = {"null_us": self.null_us, "busy_cpu_s": self.busy_cpu_s, "idle_cpu_s": self.idle_cpu_s}
+        out: dict[str, Any] = {"null_us": self.null_us, "null_iqr_us": self.null_iqr_us, "unresolved": self.unresolved,
+                               "busy_cpu_s": self.busy_cpu_s, "idle_cpu_s": self.idle_cpu_s}
         for side in ("kernel", "baseline"):
             b, own = self.brackets_us[side], self.side_us[side]
             if b:
@@ -110,8 +114,9 @@ class RemoteTimer:
     def _null(self, side: str) -> float:
         if side not in self.bracket.null_us:
             timed = "cpu" if self.device == "cpu" else "cuda"
-            xs = [self._exchange(side, m.Call(null=True, timed=timed))[1] for _ in range(NULL_CALLS)]
+            xs = sorted(self._exchange(side, m.Call(null=True, timed=timed))[1] for _ in range(NULL_CALLS))
             self.bracket.null_us[side] = statistics.median(xs)
+            self.bracket.null_iqr_us[side] = xs[3 * len(xs) // 4] - xs[len(xs) // 4]
         return self.bracket.null_us[side]
 
     def calibrate(self, side: str, fn: Any) -> int:
@@ -119,12 +124,16 @@ class RemoteTimer:
         if self.mode == "cold":
             self.calls_per_block[side] = 1
             return 0
+        # on CPU the block must also be long against the null call's own spread, or the subtraction
+        # leaves noise (and samples at or below zero) instead of the calls' time
+        target = max(self.min_block_us, RESOLUTION * self.bracket.null_iqr_us.get(side, 0.0)) if self.device == "cpu" \
+            else self.min_block_us
         n, made = 1, 0
         while True:
             self.calls_per_block[side] = n
             s = self.sample(side, fn, record=False)
             made += n
-            if s.us * n >= self.min_block_us or n >= 1 << 20:
+            if s.us * n >= target or n >= 1 << 20:
                 return made
             n *= 2
 
@@ -136,7 +145,10 @@ class RemoteTimer:
         reply, bracket_us = self._exchange(side, m.Call(n=n, timed=timed, edits=edits))
         b = self.bracket
         if self.device == "cpu":
-            us = max(bracket_us - self._null(side), 0.0) / n
+            net = bracket_us - self._null(side)
+            if net <= 0.0 and record:
+                b.unresolved[side] += 1
+            us = max(net, 1e-3) / n  # never zero: the count above refuses a run whose clock could not resolve it
             if record:
                 b.brackets_us[side].append(bracket_us)
                 b.side_us[side].append(reply.side_us * n)
