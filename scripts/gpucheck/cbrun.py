@@ -87,6 +87,11 @@ def record_numbers(record_path: Optional[str]) -> dict:
             out["rate_frac"] = out["tflops"] / rate
     if rec.get("floor_us"):
         out["sol"] = rec["floor_us"] / med
+    bracket = ((rec.get("protocol") or {}).get("bracket") or {}).get("kernel") or {}
+    if bracket:  # issue 11: the events against the orchestrator's wall-clock bracket of the same sample
+        out["bracket"] = {"median_bracket_us": bracket.get("median_bracket_us"),
+                          "median_event_us": bracket.get("median_side_us"), "median_gap_us": bracket.get("median_gap_us"),
+                          "null_gap_us": (((rec.get("protocol") or {}).get("bracket") or {}).get("null_us") or {}).get("kernel")}
     return out
 
 
@@ -102,7 +107,12 @@ def _rate(ceil: dict, dtype: str) -> Optional[float]:
 
 def outcome_line(o: dict, nums: dict) -> str:
     ci = o.get("ci") or [None, None]
-    val = "-" if o.get("value") is None else f"{o['metric']} {o['value']:.4g} [{ci[0]:.4g}, {ci[1]:.4g}]"
+    if o.get("value") is None:
+        val = "-"
+    elif ci[0] is None or ci[1] is None:
+        val = f"{o['metric']} {o['value']:.4g} [no CI]"
+    else:
+        val = f"{o['metric']} {o['value']:.4g} [{ci[0]:.4g}, {ci[1]:.4g}]"
     claimed = "" if o.get("claimed") is None else f" (claimed {o['claimed']:g})"
     parts = [f"{o.get('claim')}: {o.get('status')}  {val}{claimed}"]
     if nums.get("gbps") is not None:
@@ -111,6 +121,10 @@ def outcome_line(o: dict, nums: dict) -> str:
         parts.append(f"{nums['tflops']:.1f} TFLOP/s" + (f" = {nums['rate_frac']:.2f} of matmul rate" if nums.get("rate_frac") else ""))
     if nums.get("sol") is not None:
         parts.append(f"sol {nums['sol']:.2f}")
+    b = nums.get("bracket") or {}
+    if b.get("median_gap_us") is not None:
+        parts.append(f"bracket {b['median_bracket_us']:.1f} us, events {b['median_event_us']:.1f} us, gap "
+                     f"{b['median_gap_us']:.1f} us (null {b.get('null_gap_us') or 0:.1f} us)")
     parts.append(f"({o.get('seconds', 0):.0f} s)")
     return "  ".join(parts)
 

@@ -68,7 +68,12 @@ def cheats_stage(ctx: Ctx) -> None:
             say(f"cheat {name}: not judged: {out.reason[:200]}")
             continue
         ok, why = cases.judge(name, out)
-        value = "" if out.value is None else f" value {out.value:.4g} [{out.ci_low:.4g}, {out.ci_high:.4g}]"
+        if out.value is None:
+            value = ""
+        elif out.ci_low is None or out.ci_high is None:
+            value = f" value {out.value:.4g} [no CI]"
+        else:
+            value = f" value {out.value:.4g} [{out.ci_low:.4g}, {out.ci_high:.4g}]"
         say(f"cheat {name}: {'OK' if ok else 'FAILED'} {why}{value}")
         rows.append({"case": name, "status": out.status.value, "ok": ok, "why": why, "value": out.value,
                      "ci": [out.ci_low, out.ci_high], "record": str(out.record_path) if out.record_path else None})
