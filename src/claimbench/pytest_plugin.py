@@ -70,7 +70,7 @@ def pytest_addoption(parser) -> None:
     g.addoption("--require-gpu", dest="claims_require_gpu", action="store_true",
                 help="claims: exit 1 at once if no CUDA GPU is detected")
     g.addoption("--claims-results", dest="claims_results", metavar="DIR", default=None,
-                help="claims: results folder for the records (default: <root>/results)")
+                help="claims: results folder for the records (default: <root>/results/runs, git-ignored)")
     g.addoption("--claims-timeout", dest="claims_timeout", metavar="S", type=float, default=900.0,
                 help="claims: per-claim time limit in seconds (default 900)")
     g.addoption("--claims-root", dest="claims_root", metavar="DIR", default=None,
@@ -94,7 +94,7 @@ def pytest_configure(config) -> None:
     results = config.getoption("claims_results")
     config.stash[_KEY] = _State(
         root=root, paths=[Path(p).resolve() for p in raw],
-        results=Path(results).resolve() if results else root / "results",
+        results=Path(results).resolve() if results else root / "results" / "runs",
         timeout_s=config.getoption("claims_timeout"), timing=config.getoption("claims_timing"),
         changed_since=config.getoption("claims_changed_since"),
         hardware_only=config.getoption("claims_hardware_only"),
