@@ -123,3 +123,11 @@ def test_exit_code(cmd, code, tmp_path, published, capsys):
     assert got == code, err
     if code and err.startswith("claimbench: "):
         assert len(err.splitlines()) == 1 and "Traceback" not in err
+
+
+def test_outside_a_project_the_message_names_root(tmp_path, monkeypatch, capsys):
+    monkeypatch.chdir(tmp_path)
+    assert main(["list"]) == 2
+    assert capsys.readouterr().err == (
+        f"claimbench: no claim files (*.yaml) found in {tmp_path.resolve() / 'claims'}; is this a claimbench "
+        "project? run it from the project's folder or name it with `claimbench --root DIR list`\n")
