@@ -166,3 +166,15 @@ def test_a_real_claim_writes_its_record_through_run_one(pytester, tmp_path):
     res.assert_outcomes(passed=1)
     records = list((tmp_path / "records" / "softmax-cpu").glob("*.json"))
     assert len(records) == 1
+
+
+def test_claims_share_one_xdist_group(pytester, fake):
+    """With `-n N --dist loadgroup` the claims run on one worker, one at a time: two claims timed
+    at once would share the cores (and the results folder)."""
+    _claims(pytester, ["ok", "slow"])
+    pytester.makeconftest(
+        "def pytest_collection_finish(session):\n"
+        "    print('GROUPS', sorted({m.args[0] for i in session.items for m in i.iter_markers('xdist_group')}))\n")
+    res = pytester.runpytest("--claims", "claims", "--collect-only", "-q", "-s", "-W", "error::pytest.PytestUnknownMarkWarning")
+    res.stdout.fnmatch_lines(["GROUPS ['claimbench-claims']"])
+    assert res.ret == 0

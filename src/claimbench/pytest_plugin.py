@@ -81,7 +81,11 @@ def pytest_addoption(parser) -> None:
                 help="claims: warm-up time per claim")
 
 
+CLAIMS_GROUP = "claimbench-claims"
+
+
 def pytest_configure(config) -> None:
+    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist runs a group's items on one worker")
     raw = config.getoption("claims")
     if not raw:
         return
@@ -158,7 +162,9 @@ def pytest_collect_file(file_path: Path, parent):
 
 class ClaimFile(pytest.File):
     def collect(self):
-        yield ClaimItem.from_parent(self, name=self.path.stem)
+        item = ClaimItem.from_parent(self, name=self.path.stem)
+        item.add_marker(pytest.mark.xdist_group(CLAIMS_GROUP))  # with `-n N --dist loadgroup`: one worker, one claim at a time
+        yield item
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
