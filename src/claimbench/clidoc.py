@@ -2,7 +2,8 @@
 
 `python -m claimbench.clidoc` prints the table; `--write README.md` replaces the block between
 the `commands` markers. The exit codes are data here because argparse cannot know them;
-`tests/test_clidoc.py` provokes each one and compares.
+`tests/test_clidoc.py` provokes each one and compares. A command listed here but not registered
+(another branch's) is left out of the table.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ EXIT_CODES: dict[str, tuple[tuple[int, str], ...]] = {
     "show": ((0, "the claim passes check"), (1, "it is rejected"), (2, "usage, or no such claim")),
     "schema": ((0, "written"),),
     "run": ((0, "every claim verified, or skipped for hardware"), (1, "any other verdict"), (2, "usage")),
+    "ingest": ((0, "every record good or already present"), (1, "any refused"), (2, "usage")),
     "reproduce": ((0, "same verdict, overlapping intervals"), (1, "anything else"), (2, "usage")),
     "publish": ((0, "list written or unchanged"), (1, "the list is malformed or changed meanwhile")),
     "audit": ((0, "nothing wrong"), (1, "any problem")),
