@@ -75,6 +75,19 @@ def _vendor_claim(published: Path, t: Path) -> Path:
     return claim
 
 
+def _git_copy(published: Path, t: Path, runs: bool = False) -> str:
+    """A copy that is a git repository (ingest checks records against their commit)."""
+    import subprocess
+
+    root = _copy(published, t)
+    if runs:
+        (root / "results" / "runs").mkdir()
+    for args in (["init", "-q"], ["add", "-A"], ["commit", "-qm", "fixture"]):
+        subprocess.run(["git", "-C", str(root), "-c", "user.name=t", "-c", "user.email=t@example.org",
+                        "-c", "commit.gpgsign=false", *args], check=True, capture_output=True)
+    return str(root)
+
+
 def _corrupt_record(t: Path) -> Path:
     bad = t / "runs" / "records" / "softmax-online" / "20260101T000000Z-nvidia-h200-0000000000.json"
     bad.parent.mkdir(parents=True)
@@ -102,9 +115,9 @@ CASES = {
     "run": {1: lambda t, p: (lambda c: ["--root", _root(c), "run", str(c), "--quiet"])(_vendor_claim(p, t)),
             2: lambda t, p: ["--root", str(t), "run", str(t / "none.yaml")]},
     "reproduce": {2: lambda t, p: ["--root", str(t), "reproduce", str(t / "none.json")]},
-    "ingest": {0: lambda t, p: ["--root", str(_copy(p, t)), "ingest"],
-               1: lambda t, p: ["--root", str(p), "ingest", str(_corrupt_record(t))],
-               2: lambda t, p: ["--root", str(p), "ingest", "--no-such-option"]},
+    "ingest": {0: lambda t, p: ["--root", _git_copy(p, t, runs=True), "ingest"],
+               1: lambda t, p: ["--root", _git_copy(p, t), "ingest", str(_corrupt_record(t))],
+               2: lambda t, p: ["--root", _git_copy(p, t), "ingest"]},  # no results/runs to read
     "publish": {0: lambda t, p: ["--root", str(_copy(p, t)), "publish"],
                 1: lambda t, p: ["--root", _broken_list(p, t), "publish"]},
     "audit": {0: lambda t, p: ["--root", str(p), "audit", "--no-cache"],
