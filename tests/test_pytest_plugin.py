@@ -168,13 +168,17 @@ def test_a_real_claim_writes_its_record_through_run_one(pytester, tmp_path):
     assert len(records) == 1
 
 
-def test_claims_share_one_xdist_group(pytester, fake):
-    """With `-n N --dist loadgroup` the claims run on one worker, one at a time: two claims timed
-    at once would share the cores (and the results folder)."""
-    _claims(pytester, ["ok", "slow"])
-    pytester.makeconftest(
-        "def pytest_collection_finish(session):\n"
-        "    print('GROUPS', sorted({m.args[0] for i in session.items for m in i.iter_markers('xdist_group')}))\n")
-    res = pytester.runpytest("--claims", "claims", "--collect-only", "-q", "-s", "-W", "error::pytest.PytestUnknownMarkWarning")
-    res.stdout.fnmatch_lines(["GROUPS ['claimbench-claims']"])
-    assert res.ret == 0
+
+def test_claims_measure_one_at_a_time_across_workers(tmp_path):
+    """While one worker's claim holds the lock, another process cannot take it."""
+    import sys
+
+    from claimbench.pytest_plugin import one_claim_at_a_time
+
+    probe = ("import fcntl, sys\nf = open(sys.argv[1], 'a')\n"
+             "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)\n")
+    lock = tmp_path / ".cache" / "claims.lock"
+    with one_claim_at_a_time(tmp_path):
+        held = subprocess.run([sys.executable, "-c", probe, str(lock)])
+    free = subprocess.run([sys.executable, "-c", probe, str(lock)])
+    assert (held.returncode, free.returncode) == (3, 0)

@@ -14,7 +14,9 @@ When `--claims` is given without test paths, only the claims are collected, not 
 
 from __future__ import annotations
 
+import os
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -81,11 +83,7 @@ def pytest_addoption(parser) -> None:
                 help="claims: warm-up time per claim")
 
 
-CLAIMS_GROUP = "claimbench-claims"
-
-
 def pytest_configure(config) -> None:
-    config.addinivalue_line("markers", "xdist_group(name): pytest-xdist runs a group's items on one worker")
     raw = config.getoption("claims")
     if not raw:
         return
@@ -162,9 +160,7 @@ def pytest_collect_file(file_path: Path, parent):
 
 class ClaimFile(pytest.File):
     def collect(self):
-        item = ClaimItem.from_parent(self, name=self.path.stem)
-        item.add_marker(pytest.mark.xdist_group(CLAIMS_GROUP))  # with `-n N --dist loadgroup`: one worker, one claim at a time
-        yield item
+        yield ClaimItem.from_parent(self, name=self.path.stem)
 
 
 def pytest_collection_modifyitems(session, config, items) -> None:
@@ -189,6 +185,26 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         items[:] = [i for i in items if i not in dropped]
 
 
+@contextmanager
+def one_claim_at_a_time(results: Path):
+    """Under pytest-xdist the claims land on several workers; a lock in the results folder makes
+    them measure one at a time, as `claimbench run` does: two at once would share the cores, and
+    each would see the other's record appear in the folder."""
+    if os.name != "posix":
+        yield
+        return
+    import fcntl
+
+    lock = results / ".cache" / "claims.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 class ClaimItem(pytest.Item):
     """One claim; runtest is `runner.run_one`, which checks policy, runs, decides and writes the record."""
 
@@ -199,7 +215,8 @@ class ClaimItem(pytest.Item):
         st.ran += 1
         opts = runner.RunOptions(results=st.results, timeout_s=st.timeout_s, hardware_only=st.hardware_only,
                                  timing={k: v for k, v in st.run_timing.items() if v is not None})
-        out = runner.run_one(self.path, st.root, st.hw, opts, listing=st.listing)
+        with one_claim_at_a_time(st.results):
+            out = runner.run_one(self.path, st.root, st.hw, opts, listing=st.listing)
         self.user_properties += [
             ("claim_id", out.claim_id), ("verdict", out.status.value), ("reason", out.reason),
             ("value", _text(out.value)), ("ci_low", _text(out.ci_low)), ("ci_high", _text(out.ci_high)),
