@@ -56,6 +56,8 @@ def test_new_writes_a_claim_task_kernel_and_test_that_pass_check(project, capsys
     imported = {a.name for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     imported |= {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert imported == {"__future__", "torch"}  # the task never reaches the kernel
+    sizes = [c["rows"] * c["cols"] for c in result.claim.workload.check_params]
+    assert min(sizes) >= 100, "a tiny check shape lets the lower-precision null model through by chance"
     text = (project / files[0]).read_text()
     assert "CHANGE" in text and "$" not in text.replace("$schema", "")
     assert "claimbench ingest && claimbench publish" in out
