@@ -123,7 +123,7 @@ CASES = {
     "audit": {0: lambda t, p: ["--root", str(p), "audit", "--no-cache"],
               1: lambda t, p: ["--root", _broken_list(p, t), "audit", "--no-cache"]},
     "table": {0: lambda t, p: ["--root", str(p), "table"], 2: lambda t, p: ["--root", str(p), "table", "--format", "xml"]},
-    "site": {0: lambda t, p: ["--root", str(_copy(p, t)), "site"], 1: lambda t, p: ["--root", _broken_list(p, t), "site"]},
+    "site": {0: lambda t, p: ["--root", str(rk.copy_tree(t / "s")), "site"], 1: lambda t, p: ["--root", _broken_list(p, t), "site"]},
 }
 # Exercised where that work is done anyway: `run` 0, `reproduce` 0 and 1 in test_reproduce.py.
 ELSEWHERE = {("run", 0), ("reproduce", 0), ("reproduce", 1)}

@@ -133,10 +133,12 @@ def test_claim_page_holds_the_evidence_and_the_reproduce_steps(site):
 
 
 def test_records_can_be_linked_under_a_base_url(tmp_path):
-    root, recs = rk.standard_tree(tmp_path / "proj")
+    root = rk.copy_tree(tmp_path / "proj")
+    rec = rk.write(root, rk.build(root, "softmax-online", kernel_us=150, baseline_us=243, seed=2))
+    publish(root, root / "LIST.md", root / "results")
     index = build_site(root, tmp_path / "site", records_url="https://records.example.org/run-7/")
     text = index.read_text(encoding="utf-8")
-    assert f'href="https://records.example.org/run-7/softmax-online/{recs["softmax_h200"].name}"' in text
+    assert f'href="https://records.example.org/run-7/softmax-online/{rec.name}"' in text
     assert not (tmp_path / "site" / "records").exists()
     from claimbench.errors import UsageError
     with pytest.raises(UsageError, match="must be an http"):
@@ -144,7 +146,7 @@ def test_records_can_be_linked_under_a_base_url(tmp_path):
 
 
 def test_text_from_the_list_claims_and_records_is_escaped(tmp_path):
-    root, _ = rk.standard_tree(tmp_path / "proj")
+    root = rk.copy_tree(tmp_path / "proj")
     lst = root / "LIST.md"
     lst.write_text(lst.read_text().replace(
         "A small list in the shape of the real one, for publish and audit tests.",
