@@ -70,11 +70,12 @@ def test_site_command_wiring(root, capsys, monkeypatch):
 
     seen = {}
 
-    def fake(r, out, *, list_path, results_dir):
-        seen.update(root=r, out=out, list_path=list_path, results_dir=results_dir)
+    def fake(r, out, *, list_path, results_dir, records_url):
+        seen.update(root=r, out=out, list_path=list_path, results_dir=results_dir, records_url=records_url)
         return out / "index.html"
 
     monkeypatch.setattr(claimbench.site, "build_site", fake)
     assert main(["--root", str(root), "site"]) == 0
     assert seen["out"] == root / "results" / "site" and seen["list_path"] == root / "LIST.md"
+    assert seen["records_url"] is None
     assert capsys.readouterr().out.strip() == f"site written: {root / 'results' / 'site' / 'index.html'}"

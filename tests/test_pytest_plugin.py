@@ -166,3 +166,19 @@ def test_a_real_claim_writes_its_record_through_run_one(pytester, tmp_path):
     res.assert_outcomes(passed=1)
     records = list((tmp_path / "records" / "softmax-cpu").glob("*.json"))
     assert len(records) == 1
+
+
+
+def test_claims_measure_one_at_a_time_across_workers(tmp_path):
+    """While one worker's claim holds the lock, another process cannot take it."""
+    import sys
+
+    from claimbench.pytest_plugin import one_claim_at_a_time
+
+    probe = ("import fcntl, sys\nf = open(sys.argv[1], 'a')\n"
+             "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)\n")
+    lock = tmp_path / ".cache" / "claims.lock"
+    with one_claim_at_a_time(tmp_path):
+        held = subprocess.run([sys.executable, "-c", probe, str(lock)])
+    free = subprocess.run([sys.executable, "-c", probe, str(lock)])
+    assert (held.returncode, free.returncode) == (3, 0)

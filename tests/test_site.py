@@ -1,13 +1,17 @@
-"""site: the pages exist, every local link and image resolves, the SVGs parse, Chromium renders it."""
+"""site: the folder stands alone (every link and anchor resolves inside it), the list reads as
+written, numbers carry their interval and machine, text from claims, records and the list is
+escaped, rooflines draw nothing empty, and Chromium renders the pages."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 import tempfile
 import xml.etree.ElementTree as ET
 from html.parser import HTMLParser
-from urllib.parse import urlparse
+from pathlib import Path
+from urllib.parse import unquote, urlparse
 
 import pytest
 
@@ -16,80 +20,183 @@ from claimbench.publish import publish
 from claimbench.site import build_site
 
 
-class Refs(HTMLParser):
+class Page(HTMLParser):
+    """Links, ids and the sequence of headings and content of one page."""
+
     def __init__(self):
         super().__init__()
         self.refs: list[str] = []
+        self.ids: set[str] = set()
+        self.flow: list[tuple[str, int]] = []  # ("h", level) or ("c", 0)
 
     def handle_starttag(self, tag, attrs):
+        d = dict(attrs)
         self.refs += [v for k, v in attrs if k in ("href", "src") and v]
+        if d.get("id"):
+            self.ids.add(d["id"])
+        if re.fullmatch(r"h[2-6]", tag):
+            self.flow.append(("h", int(tag[1])))
+        elif tag in ("p", "li", "table", "img", "pre", "blockquote"):
+            self.flow.append(("c", 0))
+
+
+def parse(path: Path) -> Page:
+    page = Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    return page
 
 
 @pytest.fixture(scope="module")
 def site(tmp_path_factory):
     root, recs = rk.standard_tree(tmp_path_factory.mktemp("site") / "proj")
     publish(root, root / "LIST.md", root / "results")
-    index = build_site(root, root / "results" / "site")
+    index = build_site(root, tmp_path_factory.mktemp("out") / "site")
     return root, recs, index
 
 
-def test_pages_exist(site):
+def test_pages_and_figures(site):
     root, _, index = site
     out = index.parent
     assert index.name == "index.html" and (out / "rooflines.html").is_file()
-    claims = {p.stem for p in (out / "claims").glob("*.html")}
-    assert claims == {p.stem for p in (root / "claims").glob("*.yaml")}
-    assert {p.name for p in out.glob("roofline-*.svg")} == {
-        "roofline-nvidia-h200.svg", "roofline-nvidia-h100.svg", "roofline-nvidia-b200.svg", "roofline-nvidia-gh200.svg"}
+    assert {p.stem for p in (out / "claims").glob("*.html")} == {p.stem for p in (root / "claims").glob("*.yaml")}
+    machines = {"nvidia-h200", "nvidia-h100", "nvidia-b200", "nvidia-gh200"}
+    assert {p.name for p in out.glob("bandwidth-*.svg")} == {f"bandwidth-{m}.svg" for m in machines}
+    # B200 measured only blackwell-time, which declares no flops: no roofline axes are drawn for it
+    assert {p.name for p in out.glob("roofline-*.svg")} == {f"roofline-{m}.svg" for m in machines - {"nvidia-b200"}}
+    roof = (out / "rooflines.html").read_text(encoding="utf-8")
+    assert "blackwell-time</a>: declares no workload.flops" in roof and "Not on the roofline (so none is drawn)" in roof
 
 
-def test_every_local_link_resolves(site):
+def test_the_folder_stands_alone(site):
+    """Every href and src resolves to a file inside the site folder, and every #anchor to an id."""
     _, _, index = site
-    pages = list(index.parent.rglob("*.html"))
+    out = index.parent.resolve()
     checked = 0
-    for page in pages:
-        parser = Refs()
-        parser.feed(page.read_text(encoding="utf-8"))
-        for ref in parser.refs:
+    for page in out.rglob("*.html"):
+        parsed = parse(page)
+        for ref in parsed.refs:
             if urlparse(ref).scheme in ("http", "https"):
                 continue
-            target = (page.parent / ref.split("#")[0]).resolve()
-            assert target.exists(), f"{page.name}: broken link {ref}"
+            path, _, anchor = ref.partition("#")
+            target = (page.parent / unquote(path)).resolve() if path else page.resolve()
+            assert target.is_file() and target.is_relative_to(out), f"{page.name}: {ref} leaves the site or is missing"
+            if anchor:
+                assert anchor in parse(target).ids, f"{page.name}: no id for {ref}"
             checked += 1
-    assert checked > 30
+    assert checked > 60
+    copies = list((out / "records").rglob("*.json"))
+    assert len(copies) == 13 and all(c.read_bytes()[:1] == b"{" for c in copies)
 
 
 def test_svgs_parse(site):
     _, _, index = site
     svgs = list(index.parent.rglob("*.svg"))
-    assert len(svgs) >= 10
+    assert len(svgs) >= 14
     for svg in svgs:
         assert ET.parse(svg).getroot().tag.endswith("svg")
 
 
-def test_index_holds_the_numbers_and_claim_page_the_evidence(site):
+def test_the_list_keeps_its_introduction_and_drops_empty_headings(site):
+    root, _, index = site
+    text = index.read_text(encoding="utf-8")
+    assert "<h1>Fixture reading list</h1>" in text
+    assert "<p>A small list in the shape of the real one, for publish and audit tests.</p>" in text
+    flow = parse(index).flow
+    for i, (kind, level) in enumerate(flow):
+        if kind == "h":
+            rest = flow[i + 1:]
+            end = next((j for j, (k, lv) in enumerate(rest) if k == "h" and lv <= level), len(rest))
+            assert any(k == "c" for k, _ in rest[:end]), f"empty heading at position {i}"
+    assert '<h2 id="2-kernel-optimization">2. Kernel optimization</h2>' in text
+
+
+def test_numbers_carry_interval_kernel_and_machine(site):
     _, recs, index = site
     text = index.read_text(encoding="utf-8")
-    assert "1.62× vs torch.softmax, eager · H200 · bf16" in text and 'href="claims/softmax-online.html"' in text
-    assert "<script" not in text
+    assert ('<strong>1.62×</strong> <span class="ci" title="95% confidence interval">[1.61, 1.63]</span> · '
+            'fixture kernel softmax-online vs torch.softmax, eager · <span class="machine">H200</span> · bf16') in text
+    assert '<span class="machine">H100 80GB HBM3</span>' in text  # the same claim on another machine
+    assert f'href="records/softmax-online/{recs["softmax_h200"].name}"' in text
+    assert "<script" not in text and "claimbench:" not in text.split("<code>")[0]
+
+
+def test_claim_page_holds_the_evidence_and_the_reproduce_steps(site):
+    _, recs, index = site
     page = (index.parent / "claims" / "softmax-online.html").read_text(encoding="utf-8")
-    for needle in ("https://example.org/softmax-online", "softmax-online-history.svg", "softmax-online-samples.svg",
-                   "Correctness errors", "rel_l2 0.002", recs["softmax_h100"].name, "stale hash"):
-        assert needle in page
+    for needle in ('href="https://example.org/softmax-online"', "softmax-online-history.svg", "softmax-online-samples.svg",
+                   "Correctness errors", "rel_l2 0.002", recs["softmax_h100"].name, "stale hash",
+                   "needs      1 x NVIDIA H200 (compute capability 9.0, 132 SMs)",
+                   "git checkout --detach abc1234def &amp;&amp; ./scripts/bootstrap.sh &amp;&amp; "
+                   ".venv/bin/claimbench run claims/softmax-online.yaml",
+                   f"claimbench reproduce results/records/softmax-online/{recs['softmax_h200'].name}"):
+        assert needle in page, needle
 
 
-@pytest.mark.skipif(not shutil.which("chromium"), reason="needs Debian's chromium for a headless render")
-def test_renders_in_headless_chromium(site, tmp_path):
-    _, _, index = site
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-background-networking",
+def test_records_can_be_linked_under_a_base_url(tmp_path):
+    root = rk.copy_tree(tmp_path / "proj")
+    rec = rk.write(root, rk.build(root, "softmax-online", kernel_us=150, baseline_us=243, seed=2))
+    publish(root, root / "LIST.md", root / "results")
+    index = build_site(root, tmp_path / "site", records_url="https://records.example.org/run-7/")
+    text = index.read_text(encoding="utf-8")
+    assert f'href="https://records.example.org/run-7/softmax-online/{rec.name}"' in text
+    assert not (tmp_path / "site" / "records").exists()
+    from claimbench.errors import UsageError
+    with pytest.raises(UsageError, match="must be an http"):
+        build_site(root, tmp_path / "site2", records_url="javascript:alert(1)")
+
+
+def test_text_from_the_list_claims_and_records_is_escaped(tmp_path):
+    root = rk.copy_tree(tmp_path / "proj")
+    lst = root / "LIST.md"
+    lst.write_text(lst.read_text().replace(
+        "A small list in the shape of the real one, for publish and audit tests.",
+        "Intro <script>alert(1)</script> [click](javascript:alert(2)) <img src=x onerror=alert(3)> "
+        "evil\u202etxt.exe `<!-- kept -->` <!-- hidden -->"))
+    claim = root / "claims" / "deepgemm-fp8.yaml"
+    claim.write_text(claim.read_text().replace("title: ", 'title: "<b onmouseover=alert(4)>x</b> \u2066" # ', 1))
+    hostile = rk.build(root, "scan-decoupled", created="2026-12-01T09:00:00.000000Z", kernel_us=117.6, floor_us=100.0, seed=30)
+    hw = {**hostile.hardware, "gpus": [{**hostile.hardware["gpus"][0], "name": "NVIDIA <img src=x onerror=alert(5)>"}]}
+    rk.write(root, hostile.model_copy(update={"hardware": hw}))
+    publish(root, lst, root / "results")
+    index = build_site(root, tmp_path / "site")
+    everything = "".join(p.read_text(encoding="utf-8") for p in index.parent.rglob("*.html"))
+    assert "<script" not in everything and "<img src=x" not in everything and "<b onmouseover" not in everything
+    assert "javascript:" not in "".join(parse(p).refs.__str__() for p in index.parent.rglob("*.html"))
+    assert "\u202e" not in everything and "\u2066" not in everything
+    text = index.read_text(encoding="utf-8")
+    assert "Intro &lt;script&gt;alert(1)&lt;/script&gt; click &lt;img src=x onerror=alert(3)&gt; evil[U+202E]txt.exe" in text
+    assert "<code>&lt;!-- kept --&gt;</code>" in text and "hidden" not in text
+    assert '<span class="machine">&lt;img src=x onerror=alert(5)&gt;</span>' in text
+    page = (index.parent / "claims" / "deepgemm-fp8.html").read_text(encoding="utf-8")
+    assert "&lt;b onmouseover=alert(4)&gt;x&lt;/b&gt; [U+2066]" in page
+
+
+def test_without_measured_records_nothing_is_drawn(tmp_path):
+    root = rk.copy_tree(tmp_path / "proj")
+    index = build_site(root, tmp_path / "site")
+    roof = (index.parent / "rooflines.html").read_text(encoding="utf-8")
+    assert "No measured records yet" in roof and "<img" not in roof and not list(index.parent.glob("*.svg"))
+    page = (index.parent / "claims" / "softmax-online.html").read_text(encoding="utf-8")
+    assert "Nothing published" in page and "No records yet" in page and "<img" not in page
+
+
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
+
+
+def _chromium(*args: str, timeout: int = 120) -> subprocess.CompletedProcess:
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--disable-background-networking",
              "--disable-component-update", "--disable-sync", "--no-first-run"]
     with tempfile.TemporaryDirectory() as profile:
-        dom = subprocess.run(["chromium", *flags, f"--user-data-dir={profile}", "--dump-dom", index.as_uri()],
-                             capture_output=True, text=True, timeout=120)
-    assert "1.62× vs torch.softmax, eager" in dom.stdout and "Blackwell Tuning Guide" in dom.stdout
-    shot = tmp_path / "claim.png"
-    with tempfile.TemporaryDirectory() as profile:
-        subprocess.run(["chromium", *flags, f"--user-data-dir={profile}", f"--screenshot={shot}",
-                        "--window-size=1200,1600", (index.parent / "claims" / "softmax-online.html").as_uri()],
-                       capture_output=True, timeout=120)
-    assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000
+        return subprocess.run([CHROMIUM, *flags, f"--user-data-dir={profile}", *args],
+                              capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.skipif(not CHROMIUM, reason="needs Debian's chromium for a headless render")
+def test_chromium_renders_the_index_a_claim_page_and_the_rooflines(site, tmp_path):
+    _, _, index = site
+    dom = _chromium("--dump-dom", index.as_uri()).stdout
+    assert "1.62×" in dom and "[1.61, 1.63]" in dom and "Blackwell Tuning Guide" in dom
+    for page in (index, index.parent / "claims" / "softmax-online.html", index.parent / "rooflines.html"):
+        shot = tmp_path / f"{page.stem}.png"
+        _chromium(f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri())
+        assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000, page.name

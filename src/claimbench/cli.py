@@ -15,7 +15,7 @@ import sys
 from . import __version__
 from .errors import EXIT_USAGE, UserError
 
-COMMANDS = ("check", "list", "show", "schema", "run", "ingest", "publish", "audit", "table", "site")
+COMMANDS = ("new", "check", "list", "show", "schema", "run", "ingest", "reproduce", "publish", "audit", "table", "site")
 
 
 def build_parser() -> argparse.ArgumentParser:

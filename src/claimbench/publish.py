@@ -78,8 +78,8 @@ class PublishPlan:
     def lines(self, dry_run: bool = False) -> list[str]:
         """The report: what is shown, what came off and why, what could not be read."""
         state = ("list would change" if dry_run else "list updated") if self.changed else "list unchanged"
-        out = [f"{self.list_path}: {len(self.numbers)} number(s) on "
-               f"{len({n.entry_line for n in self.numbers})} entr(y/ies); {len(self.removed)} off; "
+        out = [f"{self.list_path}: {_count(len(self.numbers), 'number', 'numbers')} on "
+               f"{_count(len({n.entry_line for n in self.numbers}), 'entry', 'entries')}; {len(self.removed)} off; "
                f"{len(self.corrupt)} unreadable record(s); {state}"]
         out += [f"  + {n.entry_key}: {n.text}" for n in self.numbers]
         out += [f"  . {n.entry_key}: not shown, over the per-entry limit: {n.text}" for n in self.hidden]
@@ -88,6 +88,10 @@ class PublishPlan:
         out += [f"  ! unreadable record skipped: {s.error}" for s in self.corrupt]
         out += [f"  ! {p}" for p in self.problems]
         return out
+
+
+def _count(n: int, one: str, many: str) -> str:
+    return f"{n} {one if n == 1 else many}"
 
 
 def is_dirty(s: Summary) -> bool:

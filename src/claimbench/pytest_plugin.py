@@ -14,7 +14,9 @@ When `--claims` is given without test paths, only the claims are collected, not 
 
 from __future__ import annotations
 
+import os
 import warnings
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional
@@ -70,7 +72,7 @@ def pytest_addoption(parser) -> None:
     g.addoption("--require-gpu", dest="claims_require_gpu", action="store_true",
                 help="claims: exit 1 at once if no CUDA GPU is detected")
     g.addoption("--claims-results", dest="claims_results", metavar="DIR", default=None,
-                help="claims: results folder for the records (default: <root>/results)")
+                help="claims: results folder for the records (default: <root>/results/runs, git-ignored)")
     g.addoption("--claims-timeout", dest="claims_timeout", metavar="S", type=float, default=900.0,
                 help="claims: per-claim time limit in seconds (default 900)")
     g.addoption("--claims-root", dest="claims_root", metavar="DIR", default=None,
@@ -94,7 +96,7 @@ def pytest_configure(config) -> None:
     results = config.getoption("claims_results")
     config.stash[_KEY] = _State(
         root=root, paths=[Path(p).resolve() for p in raw],
-        results=Path(results).resolve() if results else root / "results",
+        results=Path(results).resolve() if results else root / "results" / "runs",
         timeout_s=config.getoption("claims_timeout"), timing=config.getoption("claims_timing"),
         changed_since=config.getoption("claims_changed_since"),
         hardware_only=config.getoption("claims_hardware_only"),
@@ -183,6 +185,26 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         items[:] = [i for i in items if i not in dropped]
 
 
+@contextmanager
+def one_claim_at_a_time(results: Path):
+    """Under pytest-xdist the claims land on several workers; a lock in the results folder makes
+    them measure one at a time, as `claimbench run` does: two at once would share the cores, and
+    each would see the other's record appear in the folder."""
+    if os.name != "posix":
+        yield
+        return
+    import fcntl
+
+    lock = results / ".cache" / "claims.lock"
+    lock.parent.mkdir(parents=True, exist_ok=True)
+    with open(lock, "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
 class ClaimItem(pytest.Item):
     """One claim; runtest is `runner.run_one`, which checks policy, runs, decides and writes the record."""
 
@@ -193,7 +215,8 @@ class ClaimItem(pytest.Item):
         st.ran += 1
         opts = runner.RunOptions(results=st.results, timeout_s=st.timeout_s, hardware_only=st.hardware_only,
                                  timing={k: v for k, v in st.run_timing.items() if v is not None})
-        out = runner.run_one(self.path, st.root, st.hw, opts, listing=st.listing)
+        with one_claim_at_a_time(st.results):
+            out = runner.run_one(self.path, st.root, st.hw, opts, listing=st.listing)
         self.user_properties += [
             ("claim_id", out.claim_id), ("verdict", out.status.value), ("reason", out.reason),
             ("value", _text(out.value)), ("ci_low", _text(out.ci_low)), ("ci_high", _text(out.ci_high)),

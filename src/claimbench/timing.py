@@ -1,6 +1,6 @@
 """Stage 5: the measurement protocol. No judgement and no correctness: only time.
 
-The protocol follows nvbench and the CUTLASS guidelines (see shared/ANCHORS.md section 1):
+The protocol follows nvbench and the CUTLASS guidelines (docs/pitfalls.md, 'Timing'):
 the first call of each side is never timed; warm-up runs by time, not by count, because clocks
 take seconds to settle; kernel and baseline alternate in ABBA rounds so drift hits both; samples
 taken under real throttling are dropped and counted, never averaged in; stopping is adaptive on

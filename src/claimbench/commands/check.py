@@ -13,7 +13,8 @@ from ..project import find_root, load_listing
 def register(sub) -> None:
     p = sub.add_parser("check", help="check claim files against the schema and the source policy")
     p.add_argument("paths", nargs="*", help="claim files or folders (default: claims/)")
-    p.add_argument("--format", choices=("text", "json"), default="text")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: one line per problem (default); json: every claim and its problems")
     p.add_argument("--list", dest="list_path", default=None, help="the list entries must name (default: LIST.md)")
     p.set_defaults(func=run)
 
@@ -26,8 +27,12 @@ def gather(args):
             raise UsageError(f"{raw}: no such file or folder")
     paths = discover(args.paths, root)
     if not paths:
-        where = ", ".join(args.paths) if args.paths else f"{root / 'claims'}"
-        raise UsageError(f"no claim files (*.yaml) found in {where}")
+        if args.paths:
+            raise UsageError(f"no claim files (*.yaml) found in {', '.join(args.paths)}")
+        hint = ("" if (root / "claims").is_dir() else
+                "; is this a claimbench project? run it from the project's folder or name it with "
+                "`claimbench --root DIR " + args.command + "`")
+        raise UsageError(f"no claim files (*.yaml) found in {root / 'claims'}{hint}")
     listing = load_listing(root, getattr(args, "list_path", None))
     return root, load_claims(paths, root, listing)
 

@@ -15,7 +15,9 @@ from ..project import find_root
 def register(sub) -> None:
     p = sub.add_parser("run", help="run claims: verify, time, decide, and write result records")
     p.add_argument("paths", nargs="*", help="claim files or folders (default: claims/)")
-    p.add_argument("--results", default=None, help="results folder (default: results/)")
+    p.add_argument("--results", default=None, metavar="DIR",
+                   help="results folder (default: results/runs/, git-ignored; `claimbench ingest` copies "
+                        "good records into the committed results/records/)")
     p.add_argument("--json", action="store_true", help="print the outcomes as JSON")
     p.add_argument("--repeat", type=int, default=1, help="N separate processes per claim, combined into one CI")
     p.add_argument("--hot", action="store_true", help="CUDA: time back-to-back calls without L2 flush (a labelled number)")
@@ -53,7 +55,7 @@ def run(args) -> int:
     paths = discover(args.paths, root)
     if not paths:
         raise UsageError(f"no claim files found in {', '.join(args.paths) or root / 'claims'}")
-    results = Path(args.results) if args.results else root / "results"
+    results = Path(args.results) if args.results else root / "results" / "runs"
     t0 = time.monotonic()
     from ..progress import make
     say = make(t0, args.quiet)

@@ -12,8 +12,8 @@ from ..project import find_root
 
 def register(sub) -> None:
     p = sub.add_parser("schema", help="write the claim JSON Schema (draft-07) for editors")
-    p.add_argument("--out", default=None, help="default: schema/claim.schema.json under the project root")
-    p.add_argument("--stdout", action="store_true")
+    p.add_argument("--out", default=None, metavar="PATH", help="default: schema/claim.schema.json under the project root")
+    p.add_argument("--stdout", action="store_true", help="print the schema instead of writing the file")
     p.set_defaults(func=run)
 
 

@@ -13,7 +13,8 @@ def register(sub) -> None:
     p = sub.add_parser("show", help="show a claim, its policy status and provenance; or one record")
     p.add_argument("id", nargs="?", help="claim id")
     p.add_argument("--record", default=None, metavar="PATH", help="print one record in readable form")
-    p.add_argument("--results", default=None)
+    p.add_argument("--results", default=None, metavar="DIR",
+                   help="the records to show (default: results/, the committed records/ under it)")
     p.set_defaults(func=run)
 
 

@@ -11,7 +11,9 @@ from .publish import add_paths, paths
 def register(sub) -> None:
     p = sub.add_parser("site", help="build a static HTML site: the list, one page per claim, rooflines")
     add_paths(p)
-    p.add_argument("--out", default=None, help="output folder (default: results/site)")
+    p.add_argument("--out", default=None, metavar="DIR", help="output folder (default: results/site)")
+    p.add_argument("--records-url", default=None, metavar="URL",
+                   help="link records under this http(s) base URL instead of copying them into the site")
     p.set_defaults(func=run)
 
 
@@ -20,6 +22,6 @@ def run(args) -> int:
 
     root, list_path, results = paths(args)
     out = Path(args.out) if args.out else results / "site"
-    index = build_site(root, out, list_path=list_path, results_dir=results)
+    index = build_site(root, out, list_path=list_path, results_dir=results, records_url=args.records_url)
     print(f"site written: {index}")
     return EXIT_OK

@@ -12,7 +12,8 @@ from ..project import find_root
 def register(sub) -> None:
     p = sub.add_parser("table", help="all records as one table; filter by claim, hardware, verdict")
     p.add_argument("--results", default=None, help="the results folder (default: results/ at the project root)")
-    p.add_argument("--format", choices=("md", "csv", "json"), default="md")
+    p.add_argument("--format", choices=("md", "csv", "json"), default="md",
+                   help="md: a Markdown table (default); csv or json for other tools")
     p.add_argument("--claim", default=None, help="claim id or glob")
     p.add_argument("--hardware", default=None, help="hardware slug or name, or a glob (e.g. '*h200*')")
     p.add_argument("--verdict", default=None, help="verified, refuted, inconclusive, ...")
