@@ -45,7 +45,7 @@ def fake(monkeypatch):
     calls = []
     hw = {"value": CPU_HW}
 
-    def run_one(path, root, hw_, opts, listing=None):
+    def run_one(path, root, hw_, opts, listing=None, servers=None):
         calls.append((Path(path).stem, opts))
         status, reason = VERDICTS.get(Path(path).stem, (Status.VERIFIED, "fine"))
         value = 1.6 if status is not Status.SKIPPED else None
@@ -173,11 +173,11 @@ def test_claims_measure_one_at_a_time_across_workers(tmp_path):
     """While one worker's claim holds the lock, another process cannot take it."""
     import sys
 
-    from claimbench.pytest_plugin import one_claim_at_a_time
+    from claimbench.run.lock import lock_path, one_claim_at_a_time
 
     probe = ("import fcntl, sys\nf = open(sys.argv[1], 'a')\n"
              "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)\n")
-    lock = tmp_path / ".cache" / "claims.lock"
+    lock = lock_path(tmp_path)
     with one_claim_at_a_time(tmp_path):
         held = subprocess.run([sys.executable, "-c", probe, str(lock)])
     free = subprocess.run([sys.executable, "-c", probe, str(lock)])

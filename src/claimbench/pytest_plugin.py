@@ -50,6 +50,7 @@ class _State:
     ran: int = 0
     selected: Optional[set] = None
     notes: list = field(default_factory=list)
+    servers: Any = None
 
     def covers(self, path: Path) -> bool:
         p = path.resolve()
@@ -185,24 +186,20 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         items[:] = [i for i in items if i not in dropped]
 
 
-@contextmanager
-def one_claim_at_a_time(results: Path):
-    """Under pytest-xdist the claims land on several workers; a lock in the results folder makes
-    them measure one at a time, as `claimbench run` does: two at once would share the cores, and
-    each would see the other's record appear in the folder."""
-    if os.name != "posix":
-        yield
-        return
-    import fcntl
+def _servers(st: "_State", opts):
+    """One fork server for the whole session (torch is imported once, not once per claim)."""
+    if st.servers is None:
+        from claimbench.run.servers import Servers
 
-    lock = results / ".cache" / "claims.lock"
-    lock.parent.mkdir(parents=True, exist_ok=True)
-    with open(lock, "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
-        try:
-            yield
-        finally:
-            fcntl.flock(f, fcntl.LOCK_UN)
+        st.servers = Servers(st.root, opts).__enter__()
+    return st.servers
+
+
+def pytest_unconfigure(config) -> None:
+    st = config.stash.get(_KEY, None)
+    if st is not None and st.servers is not None:
+        st.servers.__exit__(None, None, None)
+        st.servers = None
 
 
 class ClaimItem(pytest.Item):
@@ -215,8 +212,7 @@ class ClaimItem(pytest.Item):
         st.ran += 1
         opts = runner.RunOptions(results=st.results, timeout_s=st.timeout_s, hardware_only=st.hardware_only,
                                  timing={k: v for k, v in st.run_timing.items() if v is not None})
-        with one_claim_at_a_time(st.results):
-            out = runner.run_one(self.path, st.root, st.hw, opts, listing=st.listing)
+        out = runner.run_one(self.path, st.root, st.hw, opts, listing=st.listing, servers=_servers(st, opts))
         self.user_properties += [
             ("claim_id", out.claim_id), ("verdict", out.status.value), ("reason", out.reason),
             ("value", _text(out.value)), ("ci_low", _text(out.ci_low)), ("ci_high", _text(out.ci_high)),

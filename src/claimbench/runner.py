@@ -21,6 +21,7 @@ from .srcgraph import claim_sources
 from .status import Status
 from .run import filecensus
 from .run.job import Job
+from .run.lock import one_claim_at_a_time
 from .run.orchestrate import orchestrate
 from .run.sandbox import default_max_memory
 from .verdict import Evidence, Samples, decide
@@ -110,6 +111,13 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
     names = [claim.kernel.backend or backends.infer(kpath), claim.baseline.backend or backends.infer(root / claim.baseline.impl.rpartition(":")[0])]
     seeds = draw_seeds(claim.correctness.trials)
     say(f"{claim.id}: {'measuring on ' + hw.name if ok else 'correctness on CPU (' + why + ')'}")
+    with one_claim_at_a_time(root):
+        return _measure(claim, Path(claim_path), root, hw, opts, servers, ok, why, dtype, device, names, seeds, say)
+
+
+def _measure(claim, claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, servers, ok: bool, why: str,
+             dtype: str, device: str, names: list, seeds: dict, say) -> Outcome:
+    """The claim's window, under the project's lock: ceilings, processes, file census, record."""
     ceilings = _ceilings(claim, hw, opts, dtype, servers, say) if ok else None
     stop = _precision_stop(claim, hw, device, dtype, ceilings) if ok else None
     sandbox = servers.sandbox(cuda=device == "cuda")

@@ -1,0 +1,35 @@
+"""One claim of a project measured at a time, whoever starts it (two `claimbench run`, pytest-xdist
+workers, `reproduce`).
+
+Two claims measured at once share the cores, so each would see the other as load; and without a
+sandbox the file census that undoes a claim's writes would take the other run's new record for a
+planted one. A lock per project (a file in the system's temporary folder, named after the project's
+path, so a read-only project can still be locked) orders them instead; each still writes its own
+record and log.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tempfile
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Iterator
+
+
+def lock_path(root: Path) -> Path:
+    key = hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:16]
+    return Path(tempfile.gettempdir()) / f"claimbench-{os.getuid()}-{key}.lock"
+
+
+@contextmanager
+def one_claim_at_a_time(root: Path) -> Iterator[None]:
+    import fcntl
+
+    with open(lock_path(root), "a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
