@@ -16,7 +16,7 @@ from typing import Any, Iterable, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from . import expr
+from . import expr, safetext
 from .claim import POLICY_FIELDS, Claim
 from .problem import Problem
 from .rules import check_kernel_source
@@ -53,7 +53,7 @@ def check_file(path: Path, root: Path, listing=None) -> CheckResult:
         doc = load_document(path, display=shown)
     except YamlRejected as e:
         return CheckResult(shown, None, (e.problem,))
-    problems = _structure(doc)
+    problems = _structure(doc) + _unsafe_text(doc)
     if problems:
         return CheckResult(shown, None, tuple(problems))
     try:
@@ -90,6 +90,28 @@ def _structure(doc: Document) -> list[Problem]:
                 hint = f"; did you mean `{near[0]}`?" if near else f"; known keys: {', '.join(known)}"
                 out.append(Problem(doc.path, doc.line_of((key,)), str(key), f"unknown key{hint}"))
     return out
+
+
+def _unsafe_text(doc: Document) -> list[Problem]:
+    """Text that would render differently from what its author sees (controls, bidi, zero-width):
+    refused here, with its key and line, rather than escaped silently on the list."""
+    out = []
+    stack: list[tuple[tuple, Any]] = [((), doc.data)]
+    while stack:
+        kp, value = stack.pop()
+        if isinstance(value, dict):
+            for k, v in value.items():
+                why = safetext.problem(str(k))
+                if why:
+                    out.append(Problem(doc.path, doc.line_of(kp + (k,)), dotted(kp) or "claim", f"key {why}"))
+                stack.append((kp + (k,), v))
+        elif isinstance(value, list):
+            stack.extend((kp + (i,), v) for i, v in enumerate(value))
+        elif isinstance(value, str):
+            why = safetext.problem(value)
+            if why:
+                out.append(Problem(doc.path, doc.line_of(kp), dotted(kp), why))
+    return sorted(out, key=lambda p: p.line)
 
 
 def _model_at(loc: tuple) -> type[BaseModel] | None:
@@ -237,16 +259,76 @@ def _check_many(paths: list[Path], root: Path, listing) -> list[tuple[str, Check
     return [(str(p), check_file(p, root, listing)) for p in paths]
 
 
+MAX_FOLDER_DEPTH = 32  # claims/ and a few levels of grouping; nothing needs thirty-two
+
+
 def discover(paths: Iterable[str | Path], root: Path) -> list[Path]:
     """Claim files named by ``paths`` (files or folders); the default is ``claims/``."""
+    return find_claims(paths, root)[0]
+
+
+def find_claims(paths: Iterable[str | Path], root: Path) -> tuple[list[Path], list[Problem]]:
+    """Claim files named by ``paths`` (files or folders; default ``claims/``), and one problem for
+    each thing that looks like a claim but cannot be read: a symlink loop or a dangling link, a
+    folder tree deeper than MAX_FOLDER_DEPTH. Folders are walked without recursion and their
+    symlinks are not followed, so no tree shape can crash or loop the walk."""
     found: list[Path] = []
+    problems: list[Problem] = []
     for raw in paths or [root / "claims"]:
         p = Path(raw)
         if p.is_dir():
-            found.extend(sorted(q for q in p.rglob("*") if q.suffix in (".yaml", ".yml") and q.is_file()))
+            files, probs = _walk(p)
+            found += files
+            problems += probs
         elif p.is_file():
             found.append(p)
-    return found
+        elif p.is_symlink():
+            problems.append(_bad_link(p))
+    return found, problems
+
+
+def _walk(top: Path) -> tuple[list[Path], list[Problem]]:
+    files, problems, deep = [], [], []
+    stack = [(str(top), 0)]
+    while stack:
+        folder, depth = stack.pop()
+        try:
+            entries = sorted(os.scandir(folder), key=lambda e: e.name)
+        except OSError as e:
+            problems.append(Problem(folder, 1, "file", f"cannot list the folder: {e.strerror or e}"))
+            continue
+        for e in entries:
+            if e.is_dir(follow_symlinks=False):
+                if depth + 1 > MAX_FOLDER_DEPTH:
+                    deep.append(e.path)
+                else:
+                    stack.append((e.path, depth + 1))
+            elif e.name.endswith((".yaml", ".yml")):
+                if _is_file(e):  # a symlink to a file is read; a loop or a dangling link is not a file
+                    files.append(Path(e.path))
+                elif e.is_symlink():
+                    problems.append(_bad_link(Path(e.path)))
+    if deep:
+        problems.append(Problem(deep[0], 1, "file", f"folders nested deeper than {MAX_FOLDER_DEPTH} levels under "
+                                f"{top} ({len(deep)} such folder{'s' if len(deep) != 1 else ''}); claims are not "
+                                "looked for there: keep claims/ shallow"))
+    return sorted(files), problems
+
+
+def _is_file(e: os.DirEntry) -> bool:
+    try:
+        return e.is_file()
+    except OSError:  # a symlink loop
+        return False
+
+
+def _bad_link(p: Path) -> Problem:
+    try:
+        os.stat(p)
+        why = "cannot be read"
+    except OSError as e:
+        why = "is a symlink loop" if e.errno == 40 else "is a symlink to nothing"
+    return Problem(str(p), 1, "file", f"{why}; a claim is a YAML file: fix or remove the link")
 
 
 PARALLEL_FROM = 400  # below this, starting workers costs more than it saves

@@ -6,7 +6,7 @@ import json
 import sys
 
 from ..errors import EXIT_FAILED, EXIT_OK, UsageError
-from ..policy import discover, load_claims
+from ..policy import CheckResult, find_claims, load_claims
 from ..project import find_root, load_listing
 
 
@@ -22,14 +22,14 @@ def gather(args):
     root = find_root(args.root, args.paths)
     for raw in args.paths:
         from pathlib import Path
-        if not Path(raw).exists():
+        if not Path(raw).exists() and not Path(raw).is_symlink():  # a broken link is a located problem
             raise UsageError(f"{raw}: no such file or folder")
-    paths = discover(args.paths, root)
-    if not paths:
+    paths, unreadable = find_claims(args.paths, root)
+    if not paths and not unreadable:
         where = ", ".join(args.paths) if args.paths else f"{root / 'claims'}"
-        raise UsageError(f"no claim files (*.yaml) found in {where}")
+        raise UsageError(f"no claim files (*.yaml) found in {where}; pass claim files or folders, or --root")
     listing = load_listing(root, getattr(args, "list_path", None))
-    return root, load_claims(paths, root, listing)
+    return root, load_claims(paths, root, listing) + [CheckResult(p.path, None, (p,)) for p in unreadable]
 
 
 def run(args) -> int:
@@ -42,9 +42,11 @@ def run(args) -> int:
                   sys.stdout, indent=2)
         print()
     else:
+        from ..safetext import terminal
+
         for r in bad:
             for p in r.problems:
-                print(p)
+                print(terminal(str(p)))
         print(f"{len(results)} claim{'s' if len(results) != 1 else ''} checked: "
               f"{len(results) - len(bad)} passed, {len(bad)} rejected")
     return EXIT_FAILED if bad else EXIT_OK
