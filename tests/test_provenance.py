@@ -23,14 +23,14 @@ def test_chain_for_a_published_claim(tree):
     for key in ("softmax_h200_old", "softmax_h200", "softmax_h100", "softmax_gh200_stale", "softmax_cpu_skip"):
         assert recs[key].name in text
     assert "not current: stale hash: claims/softmax-online.yaml changed since the run" in text
-    assert "shows on 'Foundational kernel exercises > Online Normalizer Calculation for Softmax' (line 11): 1.62×" in text
-    assert "off for nvidia-gh200: stale hash" in text
+    assert "shows on 'Foundational kernel exercises > Online Normalizer Calculation for Softmax' (line 11): 1.62× [1.61, 1.63]" in text
+    assert "off for GH200 480GB: stale hash" in text
 
 
 def test_chain_explains_a_superseded_number(tree):
     root, recs = tree
     text = show_provenance(root, "transpose-tiled")
-    assert f"off for nvidia-h200: superseded by the newer refuted record results/records/transpose-tiled/{recs['transpose_new'].name}" in text
+    assert f"off for H200: superseded by the newer refuted record results/records/transpose-tiled/{recs['transpose_new'].name}" in text
     assert "shows on" not in text
 
 

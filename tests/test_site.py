@@ -70,7 +70,7 @@ def test_svgs_parse(site):
 def test_index_holds_the_numbers_and_claim_page_the_evidence(site):
     _, recs, index = site
     text = index.read_text(encoding="utf-8")
-    assert "1.62× vs torch.softmax, eager · H200 · bf16" in text and 'href="claims/softmax-online.html"' in text
+    assert "1.62× [1.61, 1.63] vs torch.softmax, eager · fixture kernel softmax-online · H200 · bf16" in text and 'href="claims/softmax-online.html"' in text
     assert "<script" not in text
     page = (index.parent / "claims" / "softmax-online.html").read_text(encoding="utf-8")
     for needle in ("https://example.org/softmax-online", "softmax-online-history.svg", "softmax-online-samples.svg",
@@ -86,7 +86,7 @@ def test_renders_in_headless_chromium(site, tmp_path):
     with tempfile.TemporaryDirectory() as profile:
         dom = subprocess.run(["chromium", *flags, f"--user-data-dir={profile}", "--dump-dom", index.as_uri()],
                              capture_output=True, text=True, timeout=120)
-    assert "1.62× vs torch.softmax, eager" in dom.stdout and "Blackwell Tuning Guide" in dom.stdout
+    assert "1.62× [1.61, 1.63] vs torch.softmax, eager" in dom.stdout and "Blackwell Tuning Guide" in dom.stdout
     shot = tmp_path / "claim.png"
     with tempfile.TemporaryDirectory() as profile:
         subprocess.run(["chromium", *flags, f"--user-data-dir={profile}", f"--screenshot={shot}",
