@@ -55,3 +55,21 @@ def test_failed_correctness_is_shown_per_trial(tmp_path):
     text = show_record(path)
     assert "verdict    incorrect" in text and "correctness FAILED" in text
     assert "trial 1 seed 1000: FAILED rel L2 error 0.3 > max_rel_l2 0.01" in text
+
+
+def test_record_shows_software_and_cores(tree):
+    _, recs = tree
+    text = show_record(recs["softmax_h200"])
+    assert "  machine    H200; cpu Fixture CPU: 2 cores, 1 used by the claim's process" in text
+    assert "  software   python 3.11, torch 2.13" in text
+    assert "  gpu        0: NVIDIA H200, cc 9.0, 132 SMs" in text
+
+
+def test_record_text_is_terminal_safe(tmp_path):
+    root = rk.copy_tree(tmp_path / "proj")
+    rec = rk.build(root, "softmax-online", kernel_us=150, baseline_us=240)
+    hw = {**rec.hardware, "name": "H200\x1b]0;owned\x07", "gpus": [{"name": "\u202eH200"}]}
+    path = rk.write(root, rec.model_copy(update={"hardware": hw}))
+    text = show_record(path)
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert "hardware   H200\ufffd]0;owned\ufffd" in text

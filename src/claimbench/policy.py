@@ -7,6 +7,7 @@ Every problem is located (file, line, key) and says how to fix it.
 from __future__ import annotations
 
 import difflib
+import errno
 import gc
 import multiprocessing as mp
 import os
@@ -53,14 +54,14 @@ def check_file(path: Path, root: Path, listing=None) -> CheckResult:
         doc = load_document(path, display=shown)
     except YamlRejected as e:
         return CheckResult(shown, None, (e.problem,))
-    problems = _structure(doc) + _unsafe_text(doc)
+    problems = _structure(doc)
     if problems:
-        return CheckResult(shown, None, tuple(problems))
+        return CheckResult(shown, None, tuple(problems + _unsafe_text(doc)))
     try:
         claim = Claim.model_validate(doc.data)
     except ValidationError as e:
         return CheckResult(shown, None, tuple(_from_pydantic(e, doc)))
-    problems = semantic(claim, doc, path, root, listing)
+    problems = _unsafe_text(doc) + semantic(claim, doc, path, root, listing)
     return CheckResult(shown, claim, tuple(problems))
 
 
@@ -327,7 +328,7 @@ def _bad_link(p: Path) -> Problem:
         os.stat(p)
         why = "cannot be read"
     except OSError as e:
-        why = "is a symlink loop" if e.errno == 40 else "is a symlink to nothing"
+        why = "is a symlink loop" if e.errno == errno.ELOOP else "is a symlink to nothing"
     return Problem(str(p), 1, "file", f"{why}; a claim is a YAML file: fix or remove the link")
 
 

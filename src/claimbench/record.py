@@ -13,6 +13,7 @@ someone else may have written.
 
 from __future__ import annotations
 
+import errno
 import hashlib
 import json
 import math
@@ -141,6 +142,18 @@ class Record(BaseModel):
     def _when(cls, v: str) -> str:
         if normalized_utc(v) is None:
             raise ValueError(f"{v!r} is not an ISO-8601 UTC time like 2026-01-01T12:00:00.000000Z")
+        return v
+
+    @field_validator("hardware")
+    @classmethod
+    def _hardware(cls, v: dict) -> dict:
+        """The shape `Hardware.to_dict` writes, where present: readers index into it."""
+        for key, kind in (("gpus", list), ("cpu", dict), ("software", dict), ("name", str), ("slug", str),
+                          ("device", str)):
+            if key in v and v[key] is not None and not isinstance(v[key], kind):
+                raise ValueError(f"{key} must be a {kind.__name__}, not {type(v[key]).__name__}")
+        if any(not isinstance(g, dict) for g in v.get("gpus") or []):
+            raise ValueError("gpus must be a list of mappings")
         return v
 
     @field_validator("claimed")
@@ -315,7 +328,7 @@ def read_record_bytes(path: str | Path, where: Optional[str] = None) -> tuple[by
         fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
                      | getattr(os, "O_CLOEXEC", 0))
     except OSError as e:
-        if e.errno in (getattr(os, "ELOOP", -1), getattr(os, "EMLINK", -1)):
+        if e.errno in (errno.ELOOP, errno.EMLINK):  # O_NOFOLLOW on a symlink (EMLINK on FreeBSD)
             raise RecordError(f"{where}: a symlink; records are regular files, never links") from None
         raise RecordError(f"{where}: cannot read record ({e.strerror or e})") from None
     try:
