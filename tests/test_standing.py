@@ -102,11 +102,12 @@ def test_every_copied_field_must_equal_the_claim_file(tree, field, value):
 
 def test_future_record_is_refused_and_the_newer_refuted_run_decides(tree):
     root, recs = tree
-    future = rk.write(root, rk.build(root, "softmax-online", created="2099-01-01T00:00:00.000000Z",
-                                     kernel_us=100, baseline_us=500, seed=40))
+    forged = rk.build(root, "softmax-online", created="2099-01-01T00:00:00.000000Z", kernel_us=150, baseline_us=400, seed=40)
+    assert forged.verdict == "verified"
+    future = rk.write(root, forged)
     refuted = rk.write(root, rk.build(root, "softmax-online", created="2026-11-20T09:00:00.000000Z",
                                       kernel_us=150, baseline_us=160, seed=41))
-    p, problems = assert_refused_everywhere(root, future, "created_utc", "cannot come from the future", "5.00×")
+    p, problems = assert_refused_everywhere(root, future, "created_utc", "cannot come from the future", "2.67×")
     off = [r for r in p.removed if r.claim_id == "softmax-online" and r.hardware == "nvidia-h200"]
     assert off and f"superseded by the newer refuted record results/{rel(root, refuted)}" in off[0].why
 
