@@ -33,7 +33,7 @@ from .record import (RECORD_NAME, TEMP_NAME, Record, RecordError, copy_digest_of
                      read_record_bytes)
 
 INDEX_NAME = "index.jsonl"
-INDEX_VERSION = 2
+INDEX_VERSION = 3
 CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 _PARALLEL_MIN = 2000  # below this, worker start-up costs more than it saves
 

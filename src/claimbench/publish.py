@@ -157,7 +157,9 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,
 
 
 def _facts(checked: dict, results_dir: Path) -> Callable[[str], Optional[ClaimFacts]]:
-    from .record import claim_digests, copy_differences, expected_copy, load_record
+    from functools import lru_cache
+
+    from .record import claim_digest, copy_differences, expected_copy, load_record
 
     memo: dict = {}
 
@@ -169,8 +171,8 @@ def _facts(checked: dict, results_dir: Path) -> Callable[[str], Optional[ClaimFa
             if want is None:
                 memo[path] = None
             else:
-                full, partial = claim_digests(claim)
-                memo[path] = ClaimFacts(path, claim.id, full, partial,
+                by_form = lru_cache(maxsize=8)(lambda form, c=claim: claim_digest(c, form))
+                memo[path] = ClaimFacts(path, lambda like, d=by_form: d(like[:2]),
                                         lambda rec, w=want: copy_differences(load_record(results_dir / rec), *w))
         return memo[path]
     return facts

@@ -15,7 +15,6 @@ from __future__ import annotations
 
 import errno
 import hashlib
-import json
 import math
 import os
 import re
@@ -27,7 +26,7 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
 
 from .errors import UserError
-from .jsonio import loads_json
+from .jsonio import CANONICAL, canonical_json, loads_json
 from .recordwrite import (RECORD_NAME, TEMP_NAME, RecordWriteError, check_writable,  # noqa: F401 (the runner's names)
                           keep_unwritable, record_json, record_path, write_record)
 from .verdict import Evidence, Samples
@@ -76,11 +75,8 @@ class SideTiming(BaseModel):
         if len(self.rounds) != len(xs) or len(self.processes) != len(xs):
             raise ValueError(f"samples_us has {len(xs)} entries, rounds {len(self.rounds)}, processes "
                              f"{len(self.processes)}: each sample needs its round and process")
-        if not (min(xs) > 0 and max(xs) < math.inf):
+        if not (min(xs) > 0 and max(xs) < math.inf):  # round and process indices: the bootstrap checks them
             raise ValueError("samples must be positive, finite times in microseconds")
-        for name, idx in (("rounds", self.rounds), ("processes", self.processes)):
-            if min(idx) < 0 or max(idx) >= 1 << 31:
-                raise ValueError(f"{name} indices must lie in [0, 2**31)")
         return self
 
 
@@ -148,10 +144,10 @@ class Record(BaseModel):
     @classmethod
     def _hardware(cls, v: dict) -> dict:
         """The shape `Hardware.to_dict` writes, where present: readers index into it."""
-        for key, kind in (("gpus", list), ("cpu", dict), ("software", dict), ("name", str), ("slug", str),
-                          ("device", str)):
+        for key, kind in (("gpus", (list, tuple)), ("cpu", dict), ("software", dict), ("name", str), ("slug", str),
+                          ("device", str)):  # gpus is a tuple as the runner builds it, a list once read
             if key in v and v[key] is not None and not isinstance(v[key], kind):
-                raise ValueError(f"{key} must be a {kind.__name__}, not {type(v[key]).__name__}")
+                raise ValueError(f"{key} has the wrong type ({type(v[key]).__name__})")
         if any(not isinstance(g, dict) for g in v.get("gpus") or []):
             raise ValueError("gpus must be a list of mappings")
         return v
@@ -197,16 +193,17 @@ def claim_copy(claim) -> dict:
             "hardware_spec": claim.hardware.model_dump(mode="json"), "workload": claim.workload.model_dump(mode="json")}
 
 
-def copy_digest(copy: dict, flops: Optional[float], nbytes: Optional[float]) -> str:
+def copy_digest(copy: dict, flops: Optional[float], nbytes: Optional[float], method: str = CANONICAL) -> Optional[str]:
     """One digest of what a record copied from its claim (and the flops and bytes computed from
-    it). A migrated record lacks hardware_spec and workload: its digest covers the rest, and
-    says so (prefix `p:`), so the claim's side computes the same subset."""
+    it), prefixed with what it covers and how it was written: `f` every block, `p` the blocks a
+    migrated record has (no hardware_spec or workload); then the JSON method. None when this
+    process cannot write that method."""
     full = copy.get("hardware_spec") is not None and copy.get("workload") is not None
     keys = CLAIM_COPY if full else ("claimed", "precision")
     body = {k: copy.get(k) for k in keys}
     body["flops"], body["bytes"] = flops, nbytes
-    text = json.dumps(body, sort_keys=True, separators=(",", ":"), ensure_ascii=True, allow_nan=True)
-    return ("f:" if full else "p:") + hashlib.sha256(text.encode()).hexdigest()[:24]
+    raw = canonical_json(body, method)
+    return None if raw is None else f"{'f' if full else 'p'}{method}:" + hashlib.sha256(raw).hexdigest()[:24]
 
 
 def copy_digest_of(rec: "Record") -> str:
@@ -228,15 +225,16 @@ def expected_copy(claim) -> Optional[tuple[dict, Optional[float], Optional[float
     return claim_copy(claim), flops, nbytes
 
 
-def claim_digests(claim) -> tuple[Optional[str], Optional[str]]:
-    """(full, partial) `copy_digest` a record of `claim` must carry: full for records that copy
-    every block, partial (`p:`) for migrated ones."""
+def claim_digest(claim, like: str) -> Optional[str]:
+    """The `copy_digest` a record of `claim` must carry, in the form of `like` (a record's digest:
+    full or partial, and its JSON method); None when it cannot be computed here."""
     want = expected_copy(claim)
-    if want is None:
-        return None, None
+    if want is None or len(like) < 2 or like[0] not in "fp" or like[1] not in "oj":
+        return None
     copy, flops, nbytes = want
-    return (copy_digest(copy, flops, nbytes),
-            copy_digest({**copy, "hardware_spec": None, "workload": None}, flops, nbytes))
+    if like[0] == "p":
+        copy = {**copy, "hardware_spec": None, "workload": None}
+    return copy_digest(copy, flops, nbytes, like[1])
 
 
 def copy_differences(rec: "Record", copy: dict, flops: Optional[float], nbytes: Optional[float]) -> list[tuple[str, Any, Any]]:

@@ -38,6 +38,7 @@ _MD_ESCAPE = {  # what can open or close inline Markdown or HTML; parentheses to
 }
 _MD_RE = re.compile("[" + re.escape("".join(_MD_ESCAPE)) + "]")
 _SPACES = re.compile(r"\s+")
+_NOTHING_TO_DO = re.compile(r"(?! )(?:[A-Za-z0-9.,:;/=+\-%@'\"?#{}^]| (?! |$))*(?<! )")  # printable, no escape, single spaces
 _ASCII_SAFE = re.compile(r"[ -~]*")  # printable ASCII: nothing to replace
 
 
@@ -76,9 +77,15 @@ def plain(text: str) -> str:
     return _SPACES.sub(" ", _clean(text)).strip()
 
 
-@lru_cache(maxsize=4096)
 def markdown(text: str) -> str:
     """`plain`, with Markdown and HTML metacharacters escaped: it reads as the text it is."""
+    if _NOTHING_TO_DO.fullmatch(text):  # most text: a table renders 100,000 record paths
+        return text
+    return _markdown(text)
+
+
+@lru_cache(maxsize=4096)
+def _markdown(text: str) -> str:
     return _MD_RE.sub(lambda m: _MD_ESCAPE[m.group(0)], plain(text))
 
 

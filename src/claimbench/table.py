@@ -77,8 +77,8 @@ class _Own(str):
 
 
 def _cell(v) -> str:
-    if isinstance(v, _Own):
-        return str(v)
+    if isinstance(v, str):
+        return str(v) if isinstance(v, _Own) else markdown(v)
     if v is None or pd.isna(v):
         return ""
     if isinstance(v, pd.Timestamp):
