@@ -55,16 +55,6 @@ from claimbench import record as R  # noqa: E402
 from claimbench.errors import UserError  # noqa: E402
 
 
-def test_claim_copy_is_exactly_what_the_record_holds():
-    claim = rk.load_claim(rk.FIXTURE, "softmax-online")
-    copy = R.claim_copy(claim)
-    assert sorted(copy) == ["claimed", "hardware_spec", "precision", "workload"]
-    rec = rk.build(rk.FIXTURE, "softmax-online", kernel_us=150, baseline_us=240)
-    assert {k: getattr(rec, k) for k in copy} == copy
-    assert R.copy_digest_of(rec) == R.claim_digest(claim, "fo") == R.claim_digest(claim, R.copy_digest_of(rec))
-    assert R.copy_digest_of(rec).startswith("fo:")
-
-
 def test_record_reads_top_down_samples_last():
     text = R.record_json(rk.build(rk.FIXTURE, "softmax-online", kernel_us=150, baseline_us=240))
     keys = [line.split('"')[1] for line in text.splitlines() if line.startswith(' "')]
@@ -211,11 +201,3 @@ def test_a_record_holds_the_hardware_block_as_the_runner_builds_it():
     assert isinstance(r.hardware["gpus"], tuple) and r.hardware["software"]["git_dirty_files"] == ("x.py",)
     with pytest.raises(RecordError, match=re.escape("x: hardware: gpus has the wrong type (bool)")):
         parse_record(_minimal(hardware={"gpus": True}), "x")
-
-
-def test_copy_digest_names_its_json_method():
-    claim = rk.load_claim(rk.FIXTURE, "softmax-online")
-    copy, flops, nbytes = R.expected_copy(claim)
-    assert R.copy_digest(copy, flops, nbytes, "j").startswith("fj:")
-    assert R.copy_digest({**copy, "workload": None}, flops, nbytes, "j").startswith("pj:")
-    assert R.claim_digest(claim, "pj") == R.copy_digest({**copy, "workload": None}, flops, nbytes, "j")

@@ -29,7 +29,8 @@ from typing import Any, Iterable, NamedTuple, Optional
 from .display import machine_name, short_name
 from .jsonio import dumps_json_line, loads_json
 from .provenance import MAX_DIRTY_FILES, relevant_changes
-from .record import (RECORD_NAME, TEMP_NAME, Record, RecordError, copy_digest_of, normalized_utc, parse_record,
+from .claimcopy import copy_digest_of
+from .record import (RECORD_NAME, TEMP_NAME, Record, RecordError, normalized_utc, parse_record,
                      read_record_bytes)
 
 INDEX_NAME = "index.jsonl"

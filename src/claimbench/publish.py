@@ -159,7 +159,8 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,
 def _facts(checked: dict, results_dir: Path) -> Callable[[str], Optional[ClaimFacts]]:
     from functools import lru_cache
 
-    from .record import claim_digest, copy_differences, expected_copy, load_record
+    from .claimcopy import claim_digest, copy_differences, expected_copy
+    from .record import load_record
 
     memo: dict = {}
 
