@@ -21,17 +21,18 @@ def copy_digest(copy: dict, flops: Optional[float], nbytes: Optional[float], met
     it), prefixed with what it covers and how it was written: `f` every block, `p` the blocks a
     migrated record has (no hardware_spec or workload); then the JSON method. None when this
     process cannot write that method."""
-    full = copy.get("hardware_spec") is not None and copy.get("workload") is not None
-    keys = CLAIM_COPY if full else ("claimed", "precision")
-    body = {k: copy.get(k) for k in keys}
-    body["flops"], body["bytes"] = flops, nbytes
+    spec, work = copy.get("hardware_spec"), copy.get("workload")
+    full = spec is not None and work is not None
+    body = [copy.get("claimed"), copy.get("precision"), spec, work, flops, nbytes] if full else \
+        [copy.get("claimed"), copy.get("precision"), flops, nbytes]
     raw = canonical_json(body, method)
     return None if raw is None else f"{'f' if full else 'p'}{method}:" + hashlib.sha256(raw).hexdigest()[:24]
 
 
 def copy_digest_of(rec: "Record") -> str:
     """`copy_digest` of a record's own copy."""
-    return copy_digest({k: getattr(rec, k) for k in CLAIM_COPY}, rec.flops, rec.bytes)
+    return copy_digest({"claimed": rec.claimed, "precision": rec.precision, "hardware_spec": rec.hardware_spec,
+                        "workload": rec.workload}, rec.flops, rec.bytes)
 
 
 def expected_copy(claim) -> Optional[tuple[dict, Optional[float], Optional[float]]]:

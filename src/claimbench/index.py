@@ -34,7 +34,7 @@ from .record import (RECORD_NAME, TEMP_NAME, Record, RecordError, normalized_utc
                      read_record_bytes)
 
 INDEX_NAME = "index.jsonl"
-INDEX_VERSION = 3
+INDEX_VERSION = 4
 CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 _PARALLEL_MIN = 2000  # below this, worker start-up costs more than it saves
 
@@ -235,9 +235,7 @@ def append_index(results: Path, path: Path, rec: Record) -> Summary:
 
 
 def _to_json(s: Summary) -> dict:
-    d = {name: getattr(s, name) for name in _FIELDS}
-    d["source_sha256"] = dict(s.source_sha256)
-    d["dirty_files"] = list(s.dirty_files)
+    d = dict(zip(_FIELDS, s))  # tuples (dirty_files) are written as JSON arrays
     d["v"] = INDEX_VERSION
     return d
 
@@ -347,7 +345,7 @@ def paused_gc():
 
 def _map(fn, items: list, workers: int) -> Iterable:
     if workers > 1 and len(items) >= _PARALLEL_MIN:
-        with ProcessPoolExecutor(workers) as pool:
+        with ProcessPoolExecutor(workers, initializer=gc.disable) as pool:  # short-lived, acyclic work
             yield from pool.map(fn, items, chunksize=256)
     else:
         yield from map(fn, items)

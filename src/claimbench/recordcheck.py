@@ -23,7 +23,9 @@ from .status import Status
 
 REL_TOL = 1e-9
 _KNOWN: frozenset = frozenset()
-_KEEP = tuple(f for f in Summary._fields if f not in ("path", "size", "mtime_ns", "sha256"))
+_SKIP = 4  # path, size, mtime_ns, sha256: the cache knows them from the file itself
+assert Summary._fields[:_SKIP] == ("path", "size", "mtime_ns", "sha256")
+_KEEP = Summary._fields[_SKIP:]
 
 
 def _close(a: Optional[float], b: Optional[float]) -> bool:
@@ -92,7 +94,7 @@ def fingerprint() -> str:
     h = hashlib.sha256()
     here = Path(__file__).resolve().parent
     for name in ("recordcheck.py", "verdict.py", "bootstrap.py", "record.py", "recordwrite.py", "index.py",
-                 "status.py", "display.py", "provenance.py"):
+                 "status.py", "display.py", "provenance.py", "claimcopy.py", "jsonio.py"):
         h.update((here / name).read_bytes())
     return h.hexdigest()[:16]
 
@@ -153,11 +155,7 @@ def _verify_chunk_now(items: list[tuple[str, str]]) -> list[tuple]:
 
 
 def _cache_line(sha: str, s: Summary, probs: list) -> str:
-    return dumps_json_line({"sha256": sha, "summary": {k: _plain(getattr(s, k)) for k in _KEEP}, "problems": probs})
-
-
-def _plain(v):
-    return list(v) if isinstance(v, tuple) else v
+    return dumps_json_line({"sha256": sha, "summary": dict(zip(_KEEP, s[_SKIP:])), "problems": probs})
 
 
 def summary_from_cache(rel: str, size: int, mtime: int, sha: str, fields: dict) -> Summary:
