@@ -330,3 +330,20 @@ def test_publish_rereads_a_record_the_index_still_trusts(tree):
     p = plan(root, root / "LIST.md", root / "results", now=NOW)
     assert rel(root, path) in {x[0] for x in p.refused}
     assert rel(root, path) not in [n.record for n in p.numbers]
+
+
+def test_publish_does_not_trust_an_index_line_that_disagrees_with_its_record(tree):
+    """The index is a cache: a line edited to say more than the record does is read again."""
+    from claimbench.index import INDEX_NAME
+
+    root, recs = tree
+    plan(root, root / "LIST.md", root / "results", now=NOW)  # the verify cache now knows every decider
+    index = root / "results" / INDEX_NAME
+    lines = index.read_text().splitlines()
+    target = rel(root, recs["softmax_h200"])
+    lines = [ln.replace('"published_value":1.6', '"published_value":4.2') if target in ln else ln for ln in lines]
+    assert sum('"published_value":4.2' in ln for ln in lines) == 1
+    index.write_text("\n".join(lines) + "\n")
+    p = plan(root, root / "LIST.md", root / "results", now=NOW)
+    shown = next(n for n in p.numbers if n.record == target)
+    assert shown.text.startswith("1.62× [1.61, 1.63]")

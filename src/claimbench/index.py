@@ -23,6 +23,7 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import islice
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Optional
 
@@ -36,6 +37,7 @@ from .record import (RECORD_NAME, TEMP_NAME, Record, RecordError, normalized_utc
 INDEX_NAME = "index.jsonl"
 INDEX_VERSION = 4
 CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
+_RECORD_MATCH = RECORD_NAME.match
 _PARALLEL_MIN = 2000  # below this, worker start-up costs more than it saves
 
 
@@ -159,16 +161,17 @@ def scan_tree(results: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str
         else:
             names = []
             for f in os.scandir(d.path):
-                if f.is_file(follow_symlinks=False) and RECORD_NAME.match(f.name):
-                    names.append(f.name)
-                elif TEMP_NAME.match(f.name) and not f.is_symlink():
-                    continue
+                name = f.name
+                if _RECORD_MATCH(name) and f.is_file(follow_symlinks=False):
+                    names.append(name)
                 elif f.is_symlink():
-                    strays.append((f"{rel_d}/{f.name}", "a symlink; claimbench does not follow links out of results/"))
-                else:
-                    strays.append((f"{rel_d}/{f.name}", "not a record the runner wrote (its names read "
+                    strays.append((f"{rel_d}/{name}", "a symlink; claimbench does not follow links out of results/"))
+                elif not TEMP_NAME.match(name):
+                    strays.append((f"{rel_d}/{name}", "not a record the runner wrote (its names read "
                                    "<UTC time>Z-<hardware>-<10 hex>.json); move it out of results/records/"))
-            out += [(f"{rel_d}/{n}", os.path.join(d.path, n)) for n in sorted(names)]
+            names.sort()
+            rel_p, full_p = rel_d + "/", d.path + "/"
+            out += [(rel_p + n, full_p + n) for n in names]
     return out, sorted(strays)
 
 
@@ -243,11 +246,15 @@ def _to_json(s: Summary) -> dict:
 def _from_json(d: Any) -> Optional[Summary]:
     if not isinstance(d, dict) or d.get("v") != INDEX_VERSION:
         return None
+    if len(d) == _N_LINE and next(reversed(d)) == "v" and next(iter(d)) == "path":  # as `_to_json` wrote it
+        return Summary._make(islice(d.values(), _N_LINE - 1))
     try:
-        s = Summary(**{k: d[k] for k in _FIELDS if k in d})
+        return Summary(**{k: d[k] for k in _FIELDS if k in d})
     except TypeError:
         return None
-    return s._replace(dirty_files=tuple(s.dirty_files)) if s.dirty_files else s
+
+
+_N_LINE = len(_FIELDS) + 1
 
 
 def _load_lines(index: Path) -> dict[str, Summary]:
@@ -270,6 +277,7 @@ def _load_lines(index: Path) -> dict[str, Summary]:
 class Index:
     summaries: tuple[Summary, ...]  # sorted by path
     reread: int  # records read from disk because the index lacked or mismatched them
+    strays: tuple = ()  # (path, why) of what lies under records/ and is not a record (`scan_tree`)
 
     @property
     def good(self) -> list[Summary]:
@@ -292,7 +300,8 @@ def read_index(results: Path, *, repair: bool = True, workers: int = 2) -> Index
     keep: dict[str, Summary] = {}
     todo: list[str] = []
     moved: list[tuple[str, str, os.stat_result]] = []
-    for rel, full in scan_records(results):
+    found, strays = scan_tree(results)
+    for rel, full in found:
         s = known.get(rel)
         if s is not None:
             try:
@@ -321,7 +330,7 @@ def read_index(results: Path, *, repair: bool = True, workers: int = 2) -> Index
             write_index(results, summaries)
         except OSError:  # read-only or full: the index is a cache; the summaries are right anyway
             pass
-    return Index(summaries, len(todo))
+    return Index(summaries, len(todo), tuple(strays))
 
 
 def _sha_of(full: str) -> str:

@@ -22,7 +22,7 @@ from typing import Callable, Optional, Sequence
 
 from .display import dtype_short, format_number
 from .errors import UserError
-from .index import Summary, read_index, scan_tree
+from .index import Summary, read_index
 from .listing import Listing, apply, parse_list, read_region
 from .problem import Problem
 from .safetext import markdown, plain
@@ -124,7 +124,7 @@ def plan(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = 
 
     return build_plan(root, list_path, results_dir, text, index.summaries, allow_dirty=allow_dirty,
                       max_per_entry=max_per_entry, verify=Verifier(results_dir), now=now,
-                      strays=scan_tree(results_dir)[1], tracked=changed_tracked_records(root, results_dir))
+                      strays=index.strays, tracked=changed_tracked_records(root, results_dir))
 
 
 def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,

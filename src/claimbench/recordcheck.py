@@ -188,8 +188,9 @@ def check_files(items: list[tuple[str, str]], workers: int = 2, known: frozenset
 class Verifier:
     """Publish's side of the check: each record about to decide a number is read again and
     hashed (an index line can be stale in ways its size and mtime do not show), answered from a
-    small cache by sha256, else checked like audit checks it (in parallel when there are many).
-    Called as `verify` by `standing.judge`."""
+    small cache by sha256 (problems, and a digest of the summary the file gives, so an index line
+    that says something else is read again), else checked like audit checks it (in parallel when
+    there are many). Called as `verify` by `standing.judge`."""
 
     def __init__(self, results_dir: Path, *, cache: bool = True, workers: int = 2):
         self.results = Path(results_dir)
@@ -207,21 +208,33 @@ class Verifier:
                 out[s.path] = (s, [("record", str(e))])
                 continue
             sha = hashlib.sha256(raw).hexdigest()
-            if sha == s.sha256 and sha in self.known:
-                out[s.path] = (s, [tuple(p) for p in self.known[sha]])
+            hit = self.known.get(sha)
+            if sha == s.sha256 and isinstance(hit, list) and len(hit) == 2 and hit[1] == summary_digest(s):
+                out[s.path] = (s, [tuple(p) for p in hit[0]])
             else:
                 todo.append((s.path, full))
         fresh = 0
         for rows in check_files(todo, self.workers):
             for rel, _size, _mtime, sha, summary, probs, _line in rows:
                 s = by_path[rel]
-                out[rel] = (s if sha == s.sha256 else summary, [tuple(p) for p in probs or ()])
+                same = sha == s.sha256 and summary_digest(summary) == summary_digest(s)
+                out[rel] = (s if same else summary, [tuple(p) for p in probs or ()])
                 if sha:
-                    self.known[sha] = [list(p) for p in probs or ()]
+                    self.known[sha] = [[list(p) for p in probs or ()], summary_digest(summary)]
                     fresh += 1
         if fresh and self.cfile is not None:
             _save_json(self.cfile, self.known)
         return out
+
+
+def summary_digest(s: Summary) -> str:
+    """What a record file says, as its summary holds it (not where it is or when it was touched)."""
+    fields = list(s[_SKIP:])
+    fields[_DIRTY] = tuple(fields[_DIRTY])  # a tuple when summarized, a list when read from the index
+    return hashlib.sha256(repr(fields).encode()).hexdigest()[:16]
+
+
+_DIRTY = Summary._fields.index("dirty_files") - _SKIP
 
 
 def _load_json(path: Path) -> dict:

@@ -47,11 +47,13 @@ class Hashes:
         return dict(self._memo)
 
     def get(self, rel: str) -> Optional[str]:
-        if rel not in self._memo:
+        try:
+            return self._memo[rel]
+        except KeyError:
             p = (self.root / rel).resolve()
             ok = p.is_relative_to(self.root) and p.is_file()
-            self._memo[rel] = sha256_file(p) if ok else None
-        return self._memo[rel]
+            self._memo[rel] = h = sha256_file(p) if ok else None
+            return h
 
 
 @dataclass(frozen=True)
@@ -255,10 +257,9 @@ def claim_ids(root: Path) -> dict[str, str]:
     from .policy import discover
 
     out: dict[str, str] = {}
-    for p in discover([], Path(root)):
-        try:
-            rel = p.resolve().relative_to(Path(root).resolve()).as_posix()
-        except ValueError:
-            continue
-        out.setdefault(p.stem, rel)
+    base = str(root).rstrip("/") + "/"
+    for p in discover([], Path(root)):  # paths under root/claims, as root was given
+        rel = str(p)[len(base):] if str(p).startswith(base) else None
+        if rel is not None:
+            out.setdefault(p.stem, rel)
     return out
