@@ -49,10 +49,11 @@ def expected_copy(claim) -> Optional[tuple[dict, Optional[float], Optional[float
     return claim_copy(claim), flops, nbytes
 
 
-def claim_digest(claim, like: str) -> Optional[str]:
+def claim_digest(claim, like: str, want: Optional[tuple] = None) -> Optional[str]:
     """The `copy_digest` a record of `claim` must carry, in the form of `like` (a record's digest:
-    full or partial, and its JSON method); None when it cannot be computed here."""
-    want = expected_copy(claim)
+    full or partial, and its JSON method); None when it cannot be computed here. ``want``: the
+    claim's `expected_copy`, when the caller has it."""
+    want = want if want is not None else expected_copy(claim)
     if want is None or len(like) < 2 or like[0] not in "fp" or like[1] not in "oj":
         return None
     copy, flops, nbytes = want

@@ -172,7 +172,7 @@ def _facts(checked: dict, results_dir: Path) -> Callable[[str], Optional[ClaimFa
             if want is None:
                 memo[path] = None
             else:
-                by_form = lru_cache(maxsize=8)(lambda form, c=claim: claim_digest(c, form))
+                by_form = lru_cache(maxsize=8)(lambda form, c=claim, w=want: claim_digest(c, form, w))
                 memo[path] = ClaimFacts(path, lambda like, d=by_form: d(like[:2]),
                                         lambda rec, w=want: copy_differences(load_record(results_dir / rec), *w))
         return memo[path]
