@@ -68,6 +68,8 @@ def test_record_reads_top_down_samples_last():
 @pytest.mark.parametrize("change, message", [
     (lambda d: d.update(created_utc="zzzz"), "created_utc: 'zzzz' is not an ISO-8601 UTC time"),
     (lambda d: d["claimed"].update(metric="bogus"), "claimed: unknown metric 'bogus'"),
+    (lambda d: d["claimed"].update(metric=[]), "claimed: unknown metric []"),  # found by the property test
+    (lambda d: d["claimed"].update(value=True), "claimed: value True is not a valid claimed value"),
     (lambda d: d["claimed"].update(value=-1.0), "claimed: value -1.0 is not a valid claimed value"),
     (lambda d: d.update(verdict="great"), "verdict: unknown verdict 'great'"),
     (lambda d: d["kernel"].update(rounds=[0]), "kernel: samples_us has 2 entries, rounds 1, processes 2"),

@@ -142,7 +142,6 @@ class Record(BaseModel):
 
 
 _VERDICTS = frozenset(VERDICTS)
-_METRICS = frozenset(METRICS)
 _HW_TYPES = (("gpus", (list, tuple)), ("cpu", dict), ("software", dict), ("name", str), ("slug", str), ("device", str))
 
 
@@ -156,7 +155,7 @@ def _insane(r: Record) -> Optional[str]:
         return f"created_utc: {r.created_utc!r} is not an ISO-8601 UTC time like 2026-01-01T12:00:00.000000Z"
     c = r.claimed
     value, tol = c.get("value"), c.get("tolerance")
-    if c.get("metric") not in _METRICS or value.__class__ not in _NUMBERS or tol.__class__ not in _NUMBERS \
+    if c.get("metric") not in METRICS or value.__class__ not in _NUMBERS or tol.__class__ not in _NUMBERS \
             or not 0 < value < math.inf or not 0 <= tol < 1:
         return _claimed_problem(c)
     hw = r.hardware
@@ -182,7 +181,7 @@ def _insane(r: Record) -> Optional[str]:
 
 
 def _claimed_problem(c: dict) -> str:
-    if c.get("metric") not in _METRICS:
+    if c.get("metric") not in METRICS:  # a tuple: a list or a mapping is simply not in it
         return f"claimed: unknown metric {c.get('metric')!r}; one of {', '.join(METRICS)}"
     value = c.get("value")
     if not (_number(value) and 0 < value < math.inf):
@@ -262,7 +261,10 @@ def parse_record(data: Any, where: str) -> Record:
         first = getattr(e, "errors", lambda: [{}])()[0] if hasattr(e, "errors") else {}
         loc = ".".join(str(x) for x in first.get("loc", ())) or "record"
         raise RecordError(f"{where}: {loc}: {first.get('msg', str(e))}") from None
-    bad = _insane(rec)
+    try:
+        bad = _insane(rec)
+    except (TypeError, ValueError) as e:  # a value of a shape no reader expects, in a free-form block
+        bad = f"record: malformed ({e})"
     if bad:
         raise RecordError(f"{where}: {bad}")
     return rec

@@ -13,9 +13,12 @@ claim on one machine, the latest current measured record decides ("latest" by it
 broken by file name): if it is verified, its number is shown; if not, the number comes off, so
 rerunning until lucky does not pay.
 
-The expensive part of standing (the bootstrap) is asked for lazily, through `verify`: only for
-the record that would decide, and again for the next one when it fails. Audit answers from what
-it already computed for every record; publish computes it for the few it needs.
+The expensive part of standing (the bootstrap) is asked for lazily, through `verify`, and only
+where it can change what is shown: for a verified record about to decide (a number rests on it),
+and again for the next one when it fails. A record that is not verified decides without it: it
+can only take a number off, never put one on, so a forgery among such records cannot show a
+false number (audit, which recomputes every record, still names it). Audit answers `verify`
+from what it already computed; publish computes it for the few records it needs.
 """
 
 from __future__ import annotations
@@ -201,6 +204,9 @@ def judge(summaries: Sequence[Summary], *, hashes: Hashes, claims_by_id: Mapping
                 j.why_not[s.path] = "; ".join(why)
                 i += 1
             if i >= len(recs):
+                del pending[g]
+            elif recs[i].verdict != VERIFIED or recs[i].published_value is None:
+                j.deciding[g] = recs[i]  # takes the number off; nothing to recompute for that
                 del pending[g]
             else:
                 pending[g] = i
