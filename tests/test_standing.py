@@ -347,3 +347,21 @@ def test_publish_does_not_trust_an_index_line_that_disagrees_with_its_record(tre
     p = plan(root, root / "LIST.md", root / "results", now=NOW)
     shown = next(n for n in p.numbers if n.record == target)
     assert shown.text.startswith("1.62× [1.61, 1.63]")
+
+
+def test_only_numbers_that_would_be_shown_are_recomputed_and_the_next_one_moves_up(tree):
+    """With two numbers per entry, the third (softmax-online-bw) is never shown, so publish need
+    not recompute it; once the newest H200 softmax is refused, it moves up, is recomputed, and
+    is refused too: the older H200 run and the H100 run are shown, as audit expects."""
+    root, recs = tree
+    edit(recs["bw_h200"], lambda d: d.update(published_value=9.0))
+    p = plan(root, root / "LIST.md", root / "results", now=NOW, max_per_entry=2)
+    assert not p.refused and rel(root, recs["bw_h200"]) not in [n.record for n in p.numbers]
+    edit(recs["softmax_h200"], lambda d: d.update(published_value=42.0))
+    p = publish(root, root / "LIST.md", root / "results", now=NOW, max_per_entry=2)
+    assert sorted(x[0] for x in p.refused) == sorted(rel(root, recs[k]) for k in ("bw_h200", "softmax_h200"))
+    softmax = [n.record for n in p.numbers if n.entry_key.endswith("Online Normalizer Calculation for Softmax")]
+    assert softmax == [rel(root, recs["softmax_h100"]), rel(root, recs["softmax_h200_old"])]
+    problems = audit(root, root / "LIST.md", root / "results", cache=False, now=NOW, max_per_entry=2)
+    assert not [x for x in problems if x.path == "LIST.md"]
+    assert {x.path for x in problems} == {f"results/{rel(root, recs[k])}" for k in ("bw_h200", "softmax_h200")}

@@ -152,7 +152,7 @@ def show_provenance(root: Path, claim_id: str, *, results_dir: Optional[Path] = 
         out.append(_t(f"    shows on {n.entry_key!r} (line {n.entry_line}): {' · '.join(n.parts)}"))
         out.append(_t(f"      because {at}/{n.record} is the latest current record for {n.machine}, and it is verified"))
     for n in (n for n in p.hidden if n.claim_id == claim_id):
-        out.append(_t(f"    not shown on {n.entry_key!r}: over the per-entry limit ({' · '.join(n.parts)})"))
+        out.append(_t(f"    not shown on {n.entry_key!r}: over the per-entry limit ({at}/{n.record})"))
     for r in (r for r in p.removed if r.claim_id == claim_id):
         out.append(_t(f"    off for {r.machine or r.hardware}: {r.why}"))
     if not shown and not any(r.claim_id == claim_id for r in p.removed):

@@ -27,7 +27,7 @@ from .listing import Listing, apply, parse_list, read_region
 from .problem import Problem
 from .safetext import markdown, plain
 from .standing import (VERIFIED, ClaimFacts, Hashes, Judgement, claim_ids, is_dirty, judge,  # noqa: F401 (re-exported)
-                       not_current, superseded)
+                       not_current, show_order, superseded)
 
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 
@@ -50,6 +50,7 @@ class Number:
     dirty: bool
     machine: str = ""
     parts: tuple = ()  # (value and interval, kernel, machine, dtype, record path) as plain text: terminals, HTML
+    order: tuple = ()  # `standing.show_order`: an entry shows its most recent numbers first
 
 
 @dataclass(frozen=True)
@@ -100,7 +101,7 @@ class PublishPlan:
                f"entr{'y' if entries == 1 else 'ies'}; {len(self.removed)} off; {refused} refused; {state}"]
         at = self.results_shown
         out += [f"  + {plain(n.entry_key)}: {' · '.join(n.parts)}" for n in self.numbers]
-        out += [f"  . {plain(n.entry_key)}: not shown, over the per-entry limit: {' · '.join(n.parts)}" for n in self.hidden]
+        out += [f"  . {plain(n.entry_key)}: over the per-entry limit, not shown: {at}/{n.record}" for n in self.hidden]
         out += [f"  - {plain(key)}: taken off, no current verified record backs it: {plain(old)}" for key, old in self.cleared]
         out += [f"  - {plain(key)}: took off the number from {plain(link)}" for key, link in self.taken_off]
         out += [f"  - {r.claim_id} on {plain(r.machine or r.hardware)}: {plain(r.why)} ({at}/{r.record})" for r in self.removed]
@@ -147,7 +148,8 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,
     checked = dict(zip(paths, check_claims(paths, root, listing, sources=sources, known=known_checks,
                                            cache_dir=results_dir / ".cache" if cache else None)))
     j = judge(summaries, hashes=hashes, claims_by_id=claim_ids(root), facts=_facts(checked, results_dir),
-              verify=verify or (lambda ss: {}), now=now, allow_dirty=allow_dirty, tracked=tracked)
+              verify=verify or (lambda ss: {}), now=now, allow_dirty=allow_dirty, tracked=tracked,
+              shown_on=_entry_line(listing, checked), cap=max_per_entry)
     at = shown_path(results_dir, root)
     removed = [Removal(g[0], g[1], s.path, why, g[2]) for g, s, why in superseded(j, at)]
     numbers, problems = _attach(root, list_path, results_dir, listing, j.winners(), removed, j.why_not, checked)
@@ -179,6 +181,19 @@ def _facts(checked: dict, results_dir: Path) -> Callable[[str], Optional[ClaimFa
     return facts
 
 
+def _entry_line(listing: Listing, checked: dict) -> Callable[[Summary], Optional[int]]:
+    """The list line a record's number goes on: its claim's entry, when the claim passes check."""
+    memo: dict = {}
+
+    def line(s: Summary) -> Optional[int]:
+        if s.claim_path not in memo:
+            r = checked.get(s.claim_path)
+            memo[s.claim_path] = listing.find(r.claim.entry).line if r is not None and r.ok else None
+        r = checked.get(s.claim_path)
+        return memo[s.claim_path] if r is not None and r.claim is not None and r.claim.id == s.claim_id else None
+    return line
+
+
 def _attach(root, list_path, results_dir, listing: Listing, winners, removed, why_not, checked):
     """Tie each winning record to its entry through its claim, which must still pass check."""
     numbers, problems = [], []
@@ -206,7 +221,7 @@ def _attach(root, list_path, results_dir, listing: Listing, winners, removed, wh
         text = " · ".join([value, markdown(r.claim.kernel.name), markdown(s.machine), markdown(dtype_short(s.dtype)),
                            f"[record]({link})"] + (["dirty"] if dirty else []))
         numbers.append(Number(s.claim_id, entry.key, entry.line, s.hardware, s.created_utc, s.path,
-                              text, dirty, s.machine, parts))
+                              text, dirty, s.machine, parts, show_order(s)))
     return numbers, problems
 
 
@@ -217,8 +232,7 @@ def _finish(list_path, text, listing, numbers, removed, summaries, problems, j: 
         by_line.setdefault(n.entry_line, []).append(n)
     shown, hidden, expected, updates, cleared, off = [], [], {}, {}, [], []
     for entry in listing.entries:
-        ns = sorted(by_line.get(entry.line, []), key=lambda n: (n.created_utc, n.claim_id, n.hardware, n.machine),
-                    reverse=True)
+        ns = sorted(by_line.get(entry.line, []), key=lambda n: n.order, reverse=True)
         shown += ns[:cap]
         hidden += ns[cap:]
         content = "; ".join(n.text for n in ns[:cap]) or None

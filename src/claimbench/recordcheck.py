@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from .index import Summary, paused_gc, read_summary
-from .jsonio import dumps_json_line, loads_json
+from .jsonio import canonical_json, dumps_json_line, loads_json
 from .record import Record, RecordError, read_record_bytes
 from .status import Status
 
@@ -217,10 +217,11 @@ class Verifier:
         for rows in check_files(todo, self.workers):
             for rel, _size, _mtime, sha, summary, probs, _line in rows:
                 s = by_path[rel]
-                same = sha == s.sha256 and summary_digest(summary) == summary_digest(s)
-                out[rel] = (s if same else summary, [tuple(p) for p in probs or ()])
+                said = summary_digest(summary)
+                out[rel] = (s if sha == s.sha256 and said == summary_digest(s) else summary,
+                            [tuple(p) for p in probs or ()])
                 if sha:
-                    self.known[sha] = [[list(p) for p in probs or ()], summary_digest(summary)]
+                    self.known[sha] = [[list(p) for p in probs or ()], said]
                     fresh += 1
         if fresh and self.cfile is not None:
             _save_json(self.cfile, self.known)
@@ -229,12 +230,12 @@ class Verifier:
 
 def summary_digest(s: Summary) -> str:
     """What a record file says, as its summary holds it (not where it is or when it was touched)."""
-    fields = list(s[_SKIP:])
-    fields[_DIRTY] = tuple(fields[_DIRTY])  # a tuple when summarized, a list when read from the index
-    return hashlib.sha256(repr(fields).encode()).hexdigest()[:16]
+    raw = canonical_json(list(s[_SKIP:]))  # a tuple when summarized and a list when read back: one JSON array
+    if raw is None:
+        raw = canonical_json(list(s[_SKIP:]), "j")
+    return hashlib.sha256(raw).hexdigest()[:16]
 
 
-_DIRTY = Summary._fields.index("dirty_files") - _SKIP
 
 
 def _load_json(path: Path) -> dict:

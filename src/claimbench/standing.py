@@ -77,7 +77,7 @@ class Judgement:
     tampered: dict = field(default_factory=dict)  # claim id -> why its committed evidence is not intact
 
     def winners(self) -> list[Summary]:
-        return [s for g, s in sorted(self.deciding.items()) if s.verdict == VERIFIED and s.published_value is not None]
+        return [s for g, s in sorted(self.deciding.items()) if shows_number(s)]
 
 
 def is_dirty(s: Summary) -> bool:
@@ -164,12 +164,15 @@ def _disagreements(s: Summary, f: Optional[ClaimFacts]) -> Problems:
 
 def judge(summaries: Sequence[Summary], *, hashes: Hashes, claims_by_id: Mapping[str, str],
           facts: Callable[[str], Optional[ClaimFacts]], verify: Callable[[list], dict], now: Optional[str] = None,
-          allow_dirty: bool = False, tracked: Optional[Mapping[str, str]] = None) -> Judgement:
+          allow_dirty: bool = False, tracked: Optional[Mapping[str, str]] = None,
+          shown_on: Optional[Callable[[Summary], Optional[int]]] = None, cap: int = 3) -> Judgement:
     """Which records stand, and which one decides each (claim, machine).
 
-    ``verify(summaries) -> {path: (summary as read now, problems)}`` is the bootstrap check; it is
-    asked only for records that would otherwise decide. ``tracked`` maps committed records that
-    differ from HEAD to how (modified, deleted); ``now`` is a normalized UTC time."""
+    ``verify(summaries) -> {path: (summary as read now, problems)}`` is the bootstrap check. It is
+    asked only for verified records whose number would be shown: ``shown_on(record)`` gives the
+    list entry (line) a record's number goes on, or None, and each entry shows its ``cap`` most
+    recent numbers. ``tracked`` maps committed records that differ from HEAD to how (modified,
+    deleted); ``now`` is a normalized UTC time."""
     j = Judgement()
     tracked = dict(tracked or {})
     bound = utc_bound(now)
@@ -189,51 +192,75 @@ def judge(summaries: Sequence[Summary], *, hashes: Hashes, claims_by_id: Mapping
         elif s.mode == "measured":
             groups.setdefault((s.claim_id, s.hardware, s.machine), []).append(s)
     for recs in groups.values():
-        recs.sort(key=lambda s: (s.when, s.path), reverse=True)
-    pending = {g: 0 for g in groups}  # group -> index of the next record to try
-    while pending:
-        ask: dict[Group, Summary] = {}
-        for g in list(pending):
-            recs, i = groups[g], pending[g]
-            while i < len(recs):
-                s = recs[i]
-                why = [f"committed evidence of {s.claim_id} changed: {j.tampered[s.claim_id]}; restore it"] \
-                    if s.claim_id in j.tampered else not_current(s, hashes, allow_dirty)
-                if not why:
-                    break
-                j.why_not[s.path] = "; ".join(why)
-                i += 1
-            if i >= len(recs):
-                del pending[g]
-            elif recs[i].verdict != VERIFIED or recs[i].published_value is None:
-                j.deciding[g] = recs[i]  # takes the number off; nothing to recompute for that
-                del pending[g]
-            else:
-                pending[g] = i
-                ask[g] = recs[i]
-        answers = verify(list(ask.values())) if ask else {}
-        for g, s in ask.items():
+        recs.sort(key=_newest, reverse=True)
+
+    def walk(g: Group) -> None:
+        """The group's first current record decides (records before it get their why_not)."""
+        j.deciding.pop(g, None)
+        for s in groups[g]:
+            why = [f"committed evidence of {s.claim_id} changed: {j.tampered[s.claim_id]}; restore it"] \
+                if s.claim_id in j.tampered else not_current(s, hashes, allow_dirty)
+            if not why:
+                j.deciding[g] = s
+                return
+            j.why_not[s.path] = "; ".join(why)
+
+    for g in groups:
+        walk(g)
+    checked: set = set()
+    while True:
+        ask = [(g, s) for g, s in _to_show(j.deciding, shown_on, cap) if s.path not in checked]
+        if not ask:
+            break
+        answers = verify([s for _, s in ask])
+        for g, s in ask:
             fresh, probs = answers.get(s.path, (s, []))
-            if not probs and fresh != s:  # changed on disk since it was indexed: judge what is there now
-                recs = groups[g]
-                del recs[pending[g]]
+            recs = groups[g]
+            if not probs and fresh == s:
+                checked.add(s.path)
+                continue
+            recs.remove(s)
+            if probs:
+                j.refused[s.path] = list(probs)
+            else:  # changed on disk since it was indexed: judge what is there now
                 probs = cheap(fresh)
                 if probs:
                     j.refused[fresh.path] = probs
                 elif fresh.mode == "measured":
                     recs.append(fresh)
-                    recs.sort(key=lambda r: (r.when, r.path), reverse=True)
-                pending[g] = 0
-                continue
-            if probs:
-                j.refused[s.path] = list(probs)
-                del groups[g][pending[g]]
-                continue
-            j.deciding[g] = s
-            del pending[g]
+                    recs.sort(key=_newest, reverse=True)
+            walk(g)
     for g, recs in groups.items():
         j.verified[g] = [s for s in recs if s.verdict == VERIFIED and s.published_value is not None]
     return j
+
+
+def _newest(s: Summary) -> tuple:
+    return s.when, s.path
+
+
+def shows_number(s: Summary) -> bool:
+    return s.verdict == VERIFIED and s.published_value is not None
+
+
+def _to_show(deciding: dict, shown_on, cap: int) -> list:
+    """(group, record) of every deciding verified record whose number a list entry would show."""
+    by_entry: dict = {}
+    for g, s in deciding.items():
+        if shows_number(s):
+            entry = shown_on(s) if shown_on is not None else g
+            if entry is not None:
+                by_entry.setdefault(entry, []).append((show_order(s), g, s))
+    out = []
+    for rows in by_entry.values():
+        rows.sort(key=lambda r: r[0], reverse=True)
+        out += [(g, s) for _, g, s in rows[:cap]]
+    return out
+
+
+def show_order(s: Summary) -> tuple:
+    """How an entry orders its numbers: most recent first, then by claim and machine."""
+    return s.when, s.claim_id, s.hardware, s.machine
 
 
 def superseded(j: Judgement, at: str) -> list[tuple[Group, Summary, str]]:
