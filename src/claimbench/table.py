@@ -72,20 +72,30 @@ def compare(df: pd.DataFrame, hw_a: str, hw_b: str) -> pd.DataFrame:
     return out.reset_index().sort_values("claim").reset_index(drop=True)
 
 
-class _Own(str):
-    """Text this module wrote (an interval): not escaped again."""
-
-
 def _cell(v) -> str:
-    if isinstance(v, str):
-        return str(v) if isinstance(v, _Own) else markdown(v)
-    if v is None or pd.isna(v):
+    if v is None or v is pd.NA or (isinstance(v, float) and v != v):
         return ""
     if isinstance(v, pd.Timestamp):
         return v.strftime("%Y-%m-%d %H:%M")
     if isinstance(v, float):
         return f"{v:.4g}"
     return markdown(str(v))
+
+
+def _column(values) -> list[str]:
+    """One column's cells; equal values are rendered once (a table repeats its claims, machines
+    and verdicts thousands of times)."""
+    seen: dict = {}
+    out = []
+    for v in values:
+        try:
+            cell = seen[v]
+        except KeyError:
+            cell = seen[v] = _cell(v)
+        except TypeError:  # unhashable
+            cell = _cell(v)
+        out.append(cell)
+    return out
 
 
 def render(df: pd.DataFrame, fmt: str = "md") -> str:
@@ -96,12 +106,14 @@ def render(df: pd.DataFrame, fmt: str = "md") -> str:
         return json.dumps(json.loads(df.to_json(orient="records", date_format="iso")), indent=1)
     if fmt != "md":
         raise ValueError(f"unknown format {fmt!r}; use md, csv or json")
-    view = df.copy()
-    if "ci_low" in view and "ci_high" in view:
-        ci = [_Own(f"[{_cell(lo)}, {_cell(hi)}]") if not pd.isna(lo) else ""
-              for lo, hi in zip(view.pop("ci_low"), view.pop("ci_high"))]
-        view.insert(list(view.columns).index("value") + 1, "CI", ci)
-    cols = list(view.columns)
-    lines = ["| " + " | ".join(cols) + " |", "|" + "---|" * len(cols)]
-    lines += ["| " + " | ".join(_cell(v) for v in row) + " |" for row in view.itertuples(index=False)]
+    names = list(df.columns)
+    columns = {name: _column(df[name].tolist()) for name in names if name not in ("ci_low", "ci_high")}
+    if "ci_low" in df and "ci_high" in df:
+        lows, highs = _column(df["ci_low"].tolist()), _column(df["ci_high"].tolist())
+        names = [n for n in names if n not in ("ci_low", "ci_high")]
+        at = names.index("value") + 1 if "value" in names else len(names)
+        names.insert(at, "CI")
+        columns["CI"] = [f"[{lo}, {hi}]" if lo else "" for lo, hi in zip(lows, highs)]
+    lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
+    lines += ["| " + " | ".join(row) + " |" for row in zip(*(columns[n] for n in names))]
     return "\n".join(lines) + "\n"
