@@ -1,8 +1,9 @@
 """Publish: put each verified, current number on its list entry, and take every other one off.
 
 Which records count is `standing.judge`, the judgement audit uses too, so publish never shows a
-number audit would reject: before a record may decide a number it is read again from disk and
-checked like audit checks it (its verdict recomputed from its samples), whatever the index said.
+number audit would reject: before a record's number goes on the list, the record is read again
+from disk and checked like audit checks it (its verdict recomputed from its samples), whatever
+the index said.
 Each number reads `value [95% CI] vs baseline · kernel · machine · dtype · [record](...)`, all
 text from claims and records escaped (`safetext.markdown`). Numbers go in one marker region per
 entry, most recent first, at most `max_per_entry`. `publish` reads records only, runs nothing,
