@@ -15,7 +15,7 @@ import numpy as np
 from claimbench import expr
 from claimbench.claim import Claim
 from claimbench.index import append_index
-from claimbench.record import MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, Record, sha256_file, write_record
+from claimbench.record import MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, Record, claim_copy, sha256_file, write_record
 from claimbench.yamlsafe import load_document
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "publish"
@@ -80,7 +80,7 @@ def build(root: Path, claim_id: str, *, hw: str = "nvidia-h200", created: str = 
         claim_path=f"claims/{claim_id}.yaml", claim_sha256=sha256_file(root / "claims" / f"{claim_id}.yaml"),
         source_sha256={"kernels/stubs.py": sha256_file(root / "kernels" / "stubs.py")},
         seeds=[1000 + seed * 10 + i for i in range(3)], hardware=hardware(hw), mode=mode,
-        claimed=claim.claimed.model_dump(), precision=claim.precision.model_dump(),
+        **claim_copy(claim),
         flops=flops, bytes=nbytes, tensor_bytes=(nbytes or 0) * 2 or None,
         protocol={"warmup_s": 1.0, "flush": "l2", "stop_reason": "rse<0.5%", "rounds": 12},
         correctness={"passed": correctness_passed, "reason": trials[0]["reason"], "trials": trials},
@@ -144,6 +144,9 @@ def standard_tree(dst: Path) -> tuple[Path, dict[str, Path]]:
     return dst, {k: dst / p.relative_to(root) for k, p in recs.items()}
 
 
+V1_NAME = "20261105T090000Z-nvidia-h200-00000000a1.json"
+
+
 def make_v1_fixture() -> Path:
     """Regenerate fixtures/publish/records_v1/ (a schema_version 1 record). Its hashes pin the
     fixture's claim and kernel files: rerun this after editing them."""
@@ -155,7 +158,9 @@ def make_v1_fixture() -> Path:
     d["status"] = d.pop("verdict")
     for name in ("kernel", "baseline"):
         d[name].pop("processes")
-    out = FIXTURE / "records_v1" / "softmax-online" / "20261105T090000Z-nvidia-h200-v1fixture0.json"
+    for name in ("hardware_spec", "workload"):
+        d.pop(name)
+    out = FIXTURE / "records_v1" / "softmax-online" / V1_NAME
     out.parent.mkdir(parents=True, exist_ok=True)
     out.write_text(json.dumps(d, indent=1, sort_keys=True) + "\n")
     return out

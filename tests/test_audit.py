@@ -10,7 +10,7 @@ import pytest
 import recordkit as rk
 from claimbench.audit import audit, check_record, fingerprint
 from claimbench.publish import publish
-from claimbench.record import load_record
+from claimbench.record import SCHEMA_VERSION, load_record
 
 
 @pytest.fixture
@@ -56,7 +56,7 @@ def test_clean_tree_passes_cold_and_warm(tree):
 
 def test_hand_edit_inside_marker(tree):
     root, _ = tree
-    edit_list(root, "-->1.62× vs torch.softmax", "-->1.72× vs torch.softmax")
+    edit_list(root, "-->1.62× [1.61, 1.63] vs torch.softmax", "-->1.72× [1.61, 1.63] vs torch.softmax")
     (p,) = run(root)
     assert p.path == "LIST.md" and p.line == 11
     assert p.key == "Foundational kernel exercises > Online Normalizer Calculation for Softmax"
@@ -107,9 +107,9 @@ def test_schema_failure(tree):
 
 def test_newer_schema_is_refused(tree):
     root, recs = tree
-    edit_record(recs["transpose_old"], schema_version=3)
+    edit_record(recs["transpose_old"], schema_version=SCHEMA_VERSION + 1)
     (p,) = run(root)
-    assert "schema_version 3 is newer than this claimbench reads" in p.message
+    assert f"schema_version {SCHEMA_VERSION + 1} is newer than this claimbench reads" in p.message
 
 
 def test_published_value_on_a_non_verified_record(tree):
@@ -180,7 +180,7 @@ def test_migrated_record_audits_clean(tree):
     for f in src.iterdir():
         shutil.copy(f, root / "results" / "records" / "softmax-online" / f.name)
     problems = run(root)
-    v1 = "results/records/softmax-online/20261105T090000Z-nvidia-h200-v1fixture0.json"
+    v1 = "results/records/softmax-online/20261105T090000Z-nvidia-h200-00000000a1.json"
     assert [p.message.split(";")[0] for p in problems] == [
         "shows a number that no current verified record backs: record "
         f"{recs['softmax_h200'].relative_to(root).as_posix()}: superseded by the newer "

@@ -103,3 +103,49 @@ def test_round_and_process_indices_must_be_sane():
         B.round_medians(B.Samples([1.0, 2.0], [0, -1], [0, 0]))
     with pytest.raises(ValueError, match="length"):
         B.round_medians(B.Samples([1.0, 2.0], [0], [0, 0]))
+
+
+def wide_sides(rng, nprocs, rounds):
+    sides = []
+    for _ in range(2):
+        xs, rs, ps = [], [], []
+        for p in range(nprocs):
+            for r in range(rounds):
+                for _ in range(1 + (r % 2)):
+                    xs.append(float(100 + rng.standard_normal()))
+                    rs.append(r)
+                    ps.append(p)
+        sides.append(B.Samples(xs, rs, ps))
+    return sides
+
+
+@pytest.mark.parametrize("nprocs, rounds, resamples", [(1, 600, 60), (2, 530, 61), (3, 40, 50)])
+def test_wide_and_sliced_bootstraps_equal_the_plain_definition(monkeypatch, nprocs, rounds, resamples):
+    """Many rounds take the running-sum path, and (here forced by small budgets) slices of
+    resamples: the same numbers as the definition, bit for bit."""
+    monkeypatch.setattr(B, "_TALLY_CACHE_BYTES", 1000)
+    monkeypatch.setattr(B, "_SLICE_BYTES", 20000)
+    monkeypatch.setattr(B, "_WIDE", 30)
+    monkeypatch.setattr(B, "_TALLIES", {})
+    kernel, baseline = wide_sides(np.random.default_rng(rounds), nprocs, rounds)
+    for metric in ("speedup", "time_us"):
+        got = B.bootstrap_many([B.Request(metric, kernel, baseline)], resamples=resamples)[0]
+        assert got == plain_ci(metric, kernel, baseline, resamples=resamples)
+
+
+def test_memory_is_linear_in_rounds():
+    """16,000 rounds once took 4.4 GB (a rounds² table); now a few tens of MB."""
+    import tracemalloc
+
+    rng = np.random.default_rng(3)
+    n = 16_000
+    kernel = B.Samples((100 + rng.standard_normal(n)).tolist(), list(range(n)), [0] * n)
+    baseline = B.Samples((150 + rng.standard_normal(n)).tolist(), list(range(n)), [0] * n)
+    tracemalloc.start()
+    try:
+        value, low, high = B.bootstrap_ci("speedup", kernel, baseline)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert low < value < high and abs(value - 1.5) < 0.01
+    assert peak < 200 << 20, f"peak {peak >> 20} MiB"

@@ -17,15 +17,17 @@ def root(tmp_path):
 
 def test_publish_then_audit(root, capsys):
     before = (root / "LIST.md").read_text()
-    assert main(["--root", str(root), "publish", "--dry-run"]) == 0
+    assert main(["--root", str(root), "publish", "--dry-run"]) == 1  # it would take the stale 9.99× off
     out = capsys.readouterr().out
     assert "list would change" in out and "+- Single-pass Parallel Prefix Scan" in out
+    assert "  - Foundational kernel exercises > Efficient Matrix Transpose in CUDA C/C++: taken off, no current" in out
     assert (root / "LIST.md").read_text() == before
     assert main(["--root", str(root), "audit"]) == 1
     out = capsys.readouterr().out.splitlines()
     assert out[-1].startswith("audit: 5 problems in LIST.md and 13 records")
     assert out[0].startswith("LIST.md:9: Foundational kernel exercises > Efficient Matrix Transpose")
-    assert main(["--root", str(root), "publish"]) == 0
+    assert main(["--root", str(root), "publish"]) == 1
+    assert main(["--root", str(root), "publish"]) == 0  # nothing left to take off, nothing refused
     capsys.readouterr()
     assert main(["--root", str(root), "audit", "--no-cache"]) == 0
     assert capsys.readouterr().out.startswith("audit: 0 problems")
@@ -34,8 +36,9 @@ def test_publish_then_audit(root, capsys):
 def test_publish_names_corrupt_records_on_stderr(root, capsys):
     bad = next((root / "results" / "records" / "deepgemm-fp8").glob("*.json"))
     bad.write_text("{")
-    assert main(["--root", str(root), "publish"]) == 0
-    assert f"unreadable record skipped: records/deepgemm-fp8/{bad.name}" in capsys.readouterr().err
+    assert main(["--root", str(root), "publish"]) == 1
+    err = capsys.readouterr().err
+    assert f"  ! refused results/records/deepgemm-fp8/{bad.name}: record: records/deepgemm-fp8/{bad.name}: corrupt" in err
     assert main(["--root", str(root), "audit"]) == 1
 
 

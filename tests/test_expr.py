@@ -57,3 +57,12 @@ def test_refused_code_runs_nothing(tmp_path):
 def test_non_finite_or_huge_results_are_errors(text):
     with pytest.raises(expr.ExprError):
         expr.evaluate(text, PARAMS)
+
+
+def test_huge_integers_are_an_expression_error_not_an_overflow():
+    """A 401-digit param once raised OverflowError out of evaluate (float() of the result)."""
+    big = int("7" * 401)
+    with pytest.raises(expr.ExprError, match="cannot evaluate: int too large to convert to float"):
+        expr.evaluate("rows * cols", {"rows": big, "cols": 2})
+    with pytest.raises(expr.ExprError, match="cannot evaluate"):
+        expr.evaluate("rows", {"rows": big})

@@ -79,7 +79,7 @@ def test_temp_files_and_other_names_are_not_records(tree):
 @pytest.mark.parametrize("hw, slug, name", [
     ({"slug": "nvidia-h200", "name": "NVIDIA H200"}, "nvidia-h200", "H200"),
     ({"device": "cuda", "gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 2}, "2x-nvidia-h100-80gb-hbm3", "2× H100 80GB HBM3"),
-    ({"device": "cpu", "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480+"}}, "cpu-intel-r-xeon-r-platinum-8480", "Xeon(R) Platinum 8480+"),
+    ({"device": "cpu", "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480+"}}, "cpu-intel-r-xeon-r-platinum-8480", "Xeon Platinum 8480+"),
     ({}, "unknown", "unknown"),
 ])
 def test_hardware_labels(hw, slug, name):

@@ -243,3 +243,91 @@ def test_cli_missing_path_exits_two():
 def test_cli_no_claims_exits_two(tmp_path):
     r = _cli("check", str(tmp_path))
     assert r.returncode == 2 and "no claim files" in r.stderr and "Traceback" not in r.stderr
+
+
+# --- hostile claims: one located line each, never a traceback (issue 12) ----------------------------
+
+HOSTILE = FIXTURES / "claims" / "hostile"
+HOSTILE_CASES = {  # stem -> (line, key, message start)
+    "huge-int": (32, "correctness.trials", "a number of 5000 characters; claims hold sizes and rates of at most 64"),
+    "huge-param": (15, "workload.params.cols", "a number of 401 characters"),
+    "deep-nesting": (33, "yaml", "values nested more than 16 levels deep"),
+    "bidi-title": (3, "title", "holds U+202E (RIGHT-TO-LEFT OVERRIDE) at character 13"),
+    "ansi-kernel-name": (21, "kernel.name", "holds U+001B (a control or unassigned character) at character 12"),
+}
+
+
+def test_every_hostile_fixture_is_covered():
+    assert {p.stem for p in HOSTILE.glob("*.yaml")} == set(HOSTILE_CASES)
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE_CASES))
+def test_hostile_fixture_is_one_located_problem(name, listing):
+    line, key, start = HOSTILE_CASES[name]
+    r = _check(HOSTILE / f"{name}.yaml", listing)
+    assert [(p.line, p.key) for p in r.problems] == [(line, key)], [str(p) for p in r.problems]
+    assert r.problems[0].message.startswith(start)
+
+
+def _cli_check(*args):
+    return subprocess.run([sys.executable, "-m", "claimbench", "--root", str(FIXTURES), "check", *map(str, args)],
+                          capture_output=True, text=True, timeout=120,
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+
+
+def test_check_survives_hostile_claims_from_the_command_line():
+    r = _cli_check(HOSTILE)
+    assert r.returncode == 1 and "Traceback" not in r.stderr and not r.stderr
+    assert r.stdout.splitlines()[-1] == "5 claims checked: 0 passed, 5 rejected"
+
+
+def test_ten_thousand_nested_folders_are_one_line(tmp_path):
+    d = tmp_path / "claims"
+    d.mkdir()
+    (d / "softmax-cpu.yaml").write_text(VALID.read_text())
+    here = os.getcwd()
+    os.chdir(d)
+    try:  # 10,000 levels: longer than PATH_MAX, so built one chdir at a time
+        for _ in range(10_000):
+            os.mkdir("d")
+            os.chdir("d")
+    finally:
+        os.chdir(here)
+    try:
+        r = _cli_check(d)
+    finally:
+        _remove_deep(d, 10_000)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr[-500:]
+    (line,) = [ln for ln in r.stdout.splitlines() if "nested deeper" in ln]
+    assert line.endswith("file: folders nested deeper than 32 levels under " + str(d)
+                         + " (1 such folder); claims are not looked for there: keep claims/ shallow")
+
+
+def _remove_deep(top: Path, depth: int) -> None:
+    """shutil.rmtree recurses once per level; walk down, then remove on the way up."""
+    here = os.getcwd()
+    os.chdir(top)
+    try:
+        for _ in range(depth):
+            os.chdir("d")
+        for _ in range(depth):
+            os.chdir("..")
+            os.rmdir("d")
+    finally:
+        os.chdir(here)
+
+
+def test_symlink_loops_and_dangling_links_are_one_line_each(tmp_path):
+    d = tmp_path / "claims"
+    d.mkdir()
+    (d / "loop.yaml").symlink_to("loop.yaml")
+    (d / "gone.yaml").symlink_to("nowhere.yaml")
+    (d / "sub").mkdir()
+    (d / "sub" / "up").symlink_to(d)  # a folder loop is not followed at all
+    r = _cli_check(d)
+    assert r.returncode == 1 and not r.stderr
+    assert r.stdout.splitlines() == [
+        f"{d}/gone.yaml:1: file: is a symlink to nothing; a claim is a YAML file: fix or remove the link",
+        f"{d}/loop.yaml:1: file: is a symlink loop; a claim is a YAML file: fix or remove the link",
+        "2 claims checked: 0 passed, 2 rejected"]
+    assert _cli_check(d / "loop.yaml").returncode == 1

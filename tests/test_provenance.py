@@ -23,14 +23,14 @@ def test_chain_for_a_published_claim(tree):
     for key in ("softmax_h200_old", "softmax_h200", "softmax_h100", "softmax_gh200_stale", "softmax_cpu_skip"):
         assert recs[key].name in text
     assert "not current: stale hash: claims/softmax-online.yaml changed since the run" in text
-    assert "shows on 'Foundational kernel exercises > Online Normalizer Calculation for Softmax' (line 11): 1.62×" in text
-    assert "off for nvidia-gh200: stale hash" in text
+    assert "shows on 'Foundational kernel exercises > Online Normalizer Calculation for Softmax' (line 11): 1.62× [1.61, 1.63]" in text
+    assert "off for GH200 480GB: stale hash" in text
 
 
 def test_chain_explains_a_superseded_number(tree):
     root, recs = tree
     text = show_provenance(root, "transpose-tiled")
-    assert f"off for nvidia-h200: superseded by the newer refuted record results/records/transpose-tiled/{recs['transpose_new'].name}" in text
+    assert f"off for H200: superseded by the newer refuted record results/records/transpose-tiled/{recs['transpose_new'].name}" in text
     assert "shows on" not in text
 
 
@@ -55,3 +55,21 @@ def test_failed_correctness_is_shown_per_trial(tmp_path):
     text = show_record(path)
     assert "verdict    incorrect" in text and "correctness FAILED" in text
     assert "trial 1 seed 1000: FAILED rel L2 error 0.3 > max_rel_l2 0.01" in text
+
+
+def test_record_shows_software_and_cores(tree):
+    _, recs = tree
+    text = show_record(recs["softmax_h200"])
+    assert "  machine    H200; cpu Fixture CPU: 2 cores, 1 used by the claim's process" in text
+    assert "  software   python 3.11, torch 2.13" in text
+    assert "  gpu        0: NVIDIA H200, cc 9.0, 132 SMs" in text
+
+
+def test_record_text_is_terminal_safe(tmp_path):
+    root = rk.copy_tree(tmp_path / "proj")
+    rec = rk.build(root, "softmax-online", kernel_us=150, baseline_us=240)
+    hw = {**rec.hardware, "name": "H200\x1b]0;owned\x07", "gpus": [{"name": "\u202eH200"}]}
+    path = rk.write(root, rec.model_copy(update={"hardware": hw}))
+    text = show_record(path)
+    assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
+    assert "hardware   H200\ufffd]0;owned\ufffd" in text

@@ -77,7 +77,8 @@ def test_latest_current_record_decides_and_most_recent_first(tree):
     softmax = [n for n in plan.numbers if n.entry_key.endswith("Online Normalizer Calculation for Softmax")]
     assert [n.record for n in softmax] == [
         recs[k].relative_to(root / "results").as_posix() for k in ("softmax_h200", "softmax_h100", "bw_h200")]
-    assert softmax[0].text.startswith("1.62× vs torch.softmax, eager · H200 · bf16 · [record](results/records/")
+    assert softmax[0].text.startswith("1.62× [1.61, 1.63] vs torch.softmax, eager · fixture kernel softmax-online · H200 · "
+                                      "bf16 · [record](results/records/")
 
 
 def test_per_entry_limit_hides_the_oldest(tree):
@@ -93,7 +94,7 @@ def test_same_name_in_two_sections_is_two_entries(tree):
     lines = (root / "LIST.md").read_text(encoding="utf-8").splitlines()
     blackwell = [ln for ln in lines if ln.startswith("- Blackwell Tuning Guide")]
     assert "claimbench" not in blackwell[0]
-    assert "<!-- claimbench:NVIDIA > Blackwell Tuning Guide -->12.3 µs · B200 · bf16" in blackwell[1]
+    assert "<!-- claimbench:NVIDIA > Blackwell Tuning Guide -->12.3 µs [12.2, 12.3] · fixture kernel blackwell-time · B200 · bf16" in blackwell[1]
 
 
 def test_dirty_records_count_only_with_allow_dirty(tree):
@@ -144,9 +145,10 @@ def test_corrupt_and_too_new_records_are_named_and_skipped(tree):
     errors = {s.path: s.error for s in plan.corrupt}
     assert "corrupt or truncated JSON" in errors[bad.relative_to(root / "results").as_posix()]
     assert "newer than this claimbench reads" in errors[recs["gemm_h200"].relative_to(root / "results").as_posix()]
-    assert any(line.startswith("  ! unreadable record skipped:") for line in plan.lines())
+    assert any(line.startswith("  ! refused results/records/softmax-online/") and "record: " in line for line in plan.lines())
+    assert plan.failed
     text = (root / "LIST.md").read_text(encoding="utf-8")
-    assert "1.55× vs torch.softmax" in text  # the older verified H200 run decides now
+    assert "1.55× [" in text  # the older verified H200 run decides now
     assert "TFLOP/s" not in text
 
 
@@ -156,11 +158,12 @@ def test_older_record_version_is_migrated_and_published(tree):
     dst = root / "results" / "records" / "softmax-online"
     for f in src.iterdir():
         shutil.copy(f, dst / f.name)
-    rec = load_record(dst / "20261105T090000Z-nvidia-h200-v1fixture0.json")
-    assert rec.schema_version == 2 and rec.verdict == "verified" and rec.kernel.processes == [0] * 60
+    rec = load_record(dst / "20261105T090000Z-nvidia-h200-00000000a1.json")
+    assert rec.schema_version == 3 and rec.verdict == "verified" and rec.kernel.processes == [0] * 60
+    assert rec.hardware_spec is None and rec.workload is None
     plan = run(root)
-    assert plan.numbers[1].record.endswith("v1fixture0.json")  # scan's number comes first in the list
-    assert "1.67× vs torch.softmax, eager · H200" in (root / "LIST.md").read_text(encoding="utf-8")
+    assert plan.numbers[1].record.endswith("00000000a1.json")  # scan's number comes first in the list
+    assert "1.67× [1.66, 1.68] vs torch.softmax, eager · fixture kernel softmax-online · H200" in (root / "LIST.md").read_text(encoding="utf-8")
 
 
 def test_list_changed_while_publishing_is_left_untouched(tree, monkeypatch):
@@ -215,5 +218,6 @@ def test_other_list_shapes(tree, source, shown):
     after = (root / "LIST.md").read_text(encoding="utf-8")
     strip = lambda t: re.sub(r" ?<!-- claimbench:.*?<!-- /claimbench -->", "", t)
     assert strip(after) == strip(before)
-    assert re.search(r"-->6\d\d TFLOP/s · H200 · fp8 e4m3 · \[record\]", next(ln for ln in after.splitlines() if "DeepGEMM -" in ln))
+    assert re.search(r"-->6\d\d TFLOP/s \[6\d\d, 6\d\d\] · fixture kernel deepgemm-fp8 · H200 · fp8 e4m3 · \[record\]",
+                     next(ln for ln in after.splitlines() if "DeepGEMM -" in ln))
     assert not run(root).changed

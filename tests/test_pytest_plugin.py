@@ -182,3 +182,22 @@ def test_claims_measure_one_at_a_time_across_workers(tmp_path):
         held = subprocess.run([sys.executable, "-c", probe, str(lock)])
     free = subprocess.run([sys.executable, "-c", probe, str(lock)])
     assert (held.returncode, free.returncode) == (3, 0)
+
+
+def test_a_bad_list_fails_its_own_item_and_the_unit_tests_still_run(pytester, fake):
+    _claims(pytester, ["ok"])
+    (pytester.path / "LIST.md").write_text("# L\n\n- NCCL - x <!-- claimbench:y -->1.2×\n")
+    pytester.makepyfile("def test_unit():\n    pass\n")
+    res = pytester.runpytest("--claims", "claims", ".", "-v")
+    assert "INTERNALERROR" not in res.stdout.str() + res.stderr.str()
+    res.assert_outcomes(passed=2, failed=1)
+    res.stdout.fnmatch_lines(["*::LIST.md FAILED*", "*test_unit PASSED*",
+                              "*LIST.md:3: unclosed claimbench marker region (close it on the same line)*"])
+
+
+def test_a_claim_file_that_is_a_symlink_loop_fails_its_own_item(pytester, fake):
+    _claims(pytester, ["ok"])
+    (pytester.path / "claims" / "loop.yaml").symlink_to("loop.yaml")
+    res = pytester.runpytest("--claims", "claims", "-v")
+    res.assert_outcomes(passed=1, failed=1)
+    res.stdout.fnmatch_lines(["*loop.yaml FAILED*", "*claims/loop.yaml:1: file: is a symlink loop*"])

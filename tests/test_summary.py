@@ -66,3 +66,10 @@ def test_a_full_file_gets_nothing_more(tmp_path):
     p.write_text("x" * (LIMIT_BYTES - 10))
     write_summary(p, HW, [_o("a", Status.VERIFIED)])
     assert p.stat().st_size == LIMIT_BYTES - 10
+
+
+def test_no_control_or_bidi_character_reaches_the_summary(tmp_path):
+    p = tmp_path / "summary.md"
+    write_summary(p, HW, [_o("a", Status.ERROR, "boom \x1b[31m\u202eeulav `code`")])
+    row = next(line for line in p.read_text().splitlines() if line.startswith("| `a`"))
+    assert "\x1b" not in row and "\u202e" not in row and row.endswith("boom \ufffd[31m\ufffdeulav &#96;code&#96; |")

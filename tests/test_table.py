@@ -69,3 +69,14 @@ def test_compare_two_gpus(results):
     gemm = cmp[cmp["claim"] == "deepgemm-fp8"].iloc[0]
     assert gemm["verdict nvidia-h200"] == "refuted" and pd.isna(gemm["value nvidia-h100"])
     assert "blackwell-time" not in set(cmp["claim"])
+
+
+def test_records_are_named_as_the_list_names_them(tmp_path, capsys):
+    from claimbench.cli import main
+
+    root, recs = rk.standard_tree(tmp_path / "proj")
+    assert main(["--root", str(root), "table", "--format", "csv", "--claim", "scan-decoupled"]) == 0
+    rows = capsys.readouterr().out.splitlines()[1:]
+    assert sorted(r.rsplit(",", 1)[1] for r in rows) == sorted(
+        f"results/{p.relative_to(root / 'results').as_posix()}" for k, p in recs.items() if k.startswith("scan"))
+    assert all(",H200," in r or ",H100 80GB HBM3," in r for r in rows)  # the machine column

@@ -89,3 +89,19 @@ def test_missing_file_is_a_problem(tmp_path):
     with pytest.raises(YamlRejected) as e:
         load_document(tmp_path / "none.yaml")
     assert e.value.problem.key == "file"
+
+
+def test_hostile_numbers_and_nesting_are_located_problems():
+    from claimbench.yamlsafe import YamlRejected, parse_document
+
+    for text, line, key, start in [
+        (b"a: 1\nb: " + b"9" * 5000 + b"\n", 2, "b", "a number of 5000 characters"),
+        (b"a:\n  b: " + b"1" * 70 + b".5\n", 2, "a.b", "a number of 72 characters"),
+        (b"a: " + b"[" * 990 + b"]" * 990 + b"\n", 1, "yaml", "values nested more than 16 levels deep"),
+        (b"a: " + b"{b: " * 20 + b"1" + b"}" * 20 + b"\n", 1, "yaml", "values nested more than 16 levels deep"),
+        (b"when: 2026-02-30\n", 1, "when", "cannot be read as timestamp: day is out of range for month"),
+    ]:
+        with pytest.raises(YamlRejected) as e:
+            parse_document(text, "c.yaml")
+        p = e.value.problem
+        assert (p.line, p.key) == (line, key) and p.message.startswith(start), str(p)

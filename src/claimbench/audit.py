@@ -1,18 +1,19 @@
 """Audit: prove that every number in the list is backed, and that every record says what it holds.
 
 CI runs this on every pull request, on CPU. It reads every record file itself (never the index),
-recomputes each verdict, value and CI from the record's own samples with `decide`, recomputes
-what `publish` would write, and compares that with the list. Every failure is a located
-`Problem`. Records are checked in chunks on two worker processes, their bootstraps batched
-(about 0.15 ms a record in all); results are cached under `results/.cache/` keyed by the
-record's sha256 and a fingerprint of the checking code: an edited record has a new sha256 and is
-checked again; an unchanged one is still read and hashed. CI starts without the cache.
+recomputes each verdict, value and CI from the record's own samples (`recordcheck`), judges which
+records stand exactly as publish does (`standing.judge`, through `publish.build_plan`),
+recomputes what publish would write, and compares that with the list. Every failure is a
+located `Problem`: a record that does not stand (forged, misplaced, from the future, at odds
+with its claim, changed since it was committed), a file under results/records/ that is not a
+record, a committed record that was deleted, and every number the list shows wrongly. Records
+are checked in chunks on two worker processes; results are cached under `results/.cache/` keyed
+by the record's sha256 and a fingerprint of the checking code (a read-only results folder only
+skips the cache). CI starts without the cache.
 """
 
 from __future__ import annotations
 
-import hashlib
-import math
 import os
 import re
 import tempfile
@@ -21,144 +22,22 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Optional
 
-from .index import Summary, paused_gc, read_bytes_and_stat, read_summary, scan_records
+from .index import Summary, paused_gc, scan_tree
+from .jsonio import loads_json
 from .listing import Entry, ListError, parse_list, read_region
 from .problem import Problem
-from .jsonio import dumps_json_line, loads_json
-from .record import Record
+from .recordcheck import _init, _init_worker, _verify_chunk, fingerprint, summary_from_cache
+from .recordcheck import check_record, check_records  # noqa: F401 (audit's public checks)
 from .status import Status
 
 CACHE_DIR = ".cache"
-REL_TOL = 1e-9
 _PARALLEL_MIN = 500
 _CHUNK = 256  # records per task: enough to batch their bootstraps, few enough to balance two workers
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
-_KNOWN: frozenset = frozenset()
-_KEEP = tuple(f for f in Summary._fields if f not in ("path", "size", "mtime_ns", "sha256"))
 
 
-def _close(a: Optional[float], b: Optional[float]) -> bool:
-    if a is None or b is None:
-        return a is None and b is None
-    if not (math.isfinite(a) and math.isfinite(b)):
-        return a == b
-    return abs(a - b) <= REL_TOL * max(abs(a), abs(b)) + 1e-12
-
-
-def check_record(rec: Record) -> list[tuple[str, str]]:
-    """(key, message) for each invariant the record breaks, and each field decide() disagrees with."""
-    return check_records([rec])[0]
-
-
-def check_records(recs: list[Record]) -> list[list[tuple[str, str]]]:
-    """``check_record`` for each record, with their verdicts recomputed together (one batched bootstrap)."""
-    from .verdict import decide, decide_many
-
-    evidence, verdicts = [], []
-    for rec in recs:
-        try:
-            evidence.append(rec.evidence())
-        except Exception as e:  # a record decide() cannot read is itself a failure
-            evidence.append(e)
-    readable = [ev for ev in evidence if not isinstance(ev, Exception)]
-    try:
-        batch = iter(decide_many(readable))
-        verdicts = [ev if isinstance(ev, Exception) else next(batch) for ev in evidence]
-    except Exception:  # one unreadable record must not hide the others: decide them one by one
-        verdicts = [ev if isinstance(ev, Exception) else _decide_or_error(decide, ev) for ev in evidence]
-    return [_compare(rec, v) for rec, v in zip(recs, verdicts)]
-
-
-def _decide_or_error(decide, ev):
-    try:
-        return decide(ev)
-    except Exception as e:
-        return e
-
-
-def _compare(rec: Record, v) -> list[tuple[str, str]]:
-    out = []
-    verified = rec.verdict == Status.VERIFIED.value
-    if rec.published_value is not None and not verified:
-        out.append(("published_value", f"set on a {rec.verdict} record; only verified records carry one"))
-    if verified and rec.correctness.get("passed") is not True:
-        out.append(("correctness", f"the record says verified, but correctness.passed is "
-                                   f"{rec.correctness.get('passed')!r}"))
-    if verified and rec.mode not in ("measured", "measured-hot"):
-        out.append(("mode", f"the record says verified, but its mode is {rec.mode!r}, not measured"))
-    if isinstance(v, Exception):
-        return out + [("verdict", f"cannot recompute the verdict: {type(v).__name__}: {v}")]
-    if v.status.value != rec.verdict:
-        out.append(("verdict", f"says {rec.verdict}, but recomputing from its own samples, correctness "
-                               f"data and claim gives {v.status.value} ({v.reason}): edited by hand?"))
-    for name in ("value", "ci_low", "ci_high", "published_value"):
-        have, want = getattr(rec, name), getattr(v, name)
-        if not _close(have, want):
-            out.append((name, f"says {have!r}, but recomputing gives {want!r}: edited by hand?"))
-    return out
-
-
-def fingerprint() -> str:
-    """Changes whenever the code that decides a record's problems changes."""
-    h = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    for name in ("audit.py", "verdict.py", "precision.py", "bootstrap.py", "record.py", "index.py", "status.py"):
-        h.update((here / name).read_bytes())
-    return h.hexdigest()[:16]
-
-
-def _init(known: frozenset) -> None:
-    global _KNOWN
-    _KNOWN = known
-
-
-def _init_worker(known: frozenset) -> None:
-    _init(known)
-    _keep_freed_memory()
-
-
-def _keep_freed_memory() -> None:
-    """Ask glibc to keep freed memory instead of returning it after every batch: the batched
-    bootstrap frees megabytes per batch, and faulting them back in cost a tenth of the worker's time."""
-    try:
-        import ctypes
-
-        libc = ctypes.CDLL("libc.so.6")
-        libc.mallopt(-1, 256 << 20)  # M_TRIM_THRESHOLD
-        libc.mallopt(-3, 64 << 20)  # M_MMAP_THRESHOLD
-    except (OSError, AttributeError):  # not glibc: only slower
-        pass
-
-
-def _verify_chunk(items: list[tuple[str, str]]) -> list[tuple]:
-    """(rel, size, mtime, sha256, summary, problems, cache line) for each record file; the last
-    three are None for a record the cache already knows."""
-    with paused_gc():  # parsing allocates millions of acyclic objects; collecting them finds nothing
-        return _verify_chunk_now(items)
-
-
-def _verify_chunk_now(items: list[tuple[str, str]]) -> list[tuple]:
-    rows, fresh = [], []
-    for rel, full in items:
-        raw, st = read_bytes_and_stat(full)
-        sha = hashlib.sha256(raw).hexdigest()
-        if sha in _KNOWN:
-            rows.append((rel, st.st_size, st.st_mtime_ns, sha, None, None, None))
-            continue
-        s, rec = read_summary(full, rel, raw, sha, st)
-        rows.append([s.path, s.size, s.mtime_ns, s.sha256, s, [("record", s.error)] if rec is None else None, None])
-        if rec is not None:
-            fresh.append((rows[-1], rec))
-    for (row, _), probs in zip(fresh, check_records([rec for _, rec in fresh])):
-        row[5] = probs
-    for row in rows:  # the cache line is written here, in parallel, not by the parent
-        if row[4] is not None:
-            row[6] = _cache_line(row[3], row[4], row[5])
-    return [tuple(r) for r in rows]
-
-
-def verify_records(results: Path, *, workers: int = 2, cache: bool = True,
-                   side: Optional[Callable] = None) -> tuple[list[tuple[Summary, list]], object]:
+def verify_records(results: Path, *, workers: int = 2, cache: bool = True, side: Optional[Callable] = None,
+                   paths: Optional[list] = None) -> tuple[list[tuple[Summary, list]], object]:
     """Read, hash and check every record file; (summary, [(key, message)]) for each, by path.
 
     ``side``, a picklable callable, runs on one of the workers while the others read records, so
@@ -167,7 +46,7 @@ def verify_records(results: Path, *, workers: int = 2, cache: bool = True,
     results = Path(results)
     cfile = results / CACHE_DIR / f"audit-{fingerprint()}.jsonl"
     cached = _load_cache(cfile) if cache else {}
-    paths = scan_records(results)
+    paths = scan_tree(results)[0] if paths is None else paths
     chunks = [paths[i:i + _CHUNK] for i in range(0, len(paths), _CHUNK)]
     side_result = None
     out, lines = [], {}
@@ -185,7 +64,7 @@ def verify_records(results: Path, *, workers: int = 2, cache: bool = True,
         finally:
             _init(frozenset())
     if cache and lines.keys() != cached.keys():
-        _save_cache(cfile, lines.values())
+        _save_cache(cfile, [line for line in lines.values() if line])
     return out, side_result
 
 
@@ -195,17 +74,10 @@ def _collect(rows, cached, out: list, lines: dict) -> None:
         for rel, size, mtime, sha, s, probs, line in rows:
             if s is None:
                 summ, probs, lines[sha] = cached[sha]
-                s = Summary(path=rel, size=size, mtime_ns=mtime, sha256=sha, **summ)
-            else:
+                s = summary_from_cache(rel, size, mtime, sha, summ)
+            elif sha:
                 lines[sha] = line
-            folder = rel.split("/")[-2]
-            if s.ok and s.claim_id != folder:
-                probs = probs + [("claim_id", f"{s.claim_id!r} does not match its folder {folder!r}")]
             out.append((s, probs))
-
-
-def _cache_line(sha: str, s: Summary, probs: list) -> str:
-    return dumps_json_line({"sha256": sha, "summary": {k: getattr(s, k) for k in _KEEP}, "problems": probs})
 
 
 def _load_cache(path: Path) -> dict:
@@ -225,71 +97,102 @@ def _load_cache(path: Path) -> dict:
 
 
 def _save_cache(path: Path, lines) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.writelines(lines)
-    os.replace(tmp, path)
-    for old in path.parent.glob("audit-*.jsonl"):  # caches of older code are dead weight
-        if old != path:
-            old.unlink(missing_ok=True)
+    """A cache: skipped when the results folder cannot be written (read-only, full)."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.writelines(lines)
+        os.replace(tmp, path)
+        tmp = None
+        for old in path.parent.glob("audit-*.jsonl"):  # caches of older code are dead weight
+            if old != path:
+                old.unlink(missing_ok=True)
+    except OSError:
+        pass
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
 
 
 def audit(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,
-          max_per_entry: int = 3, workers: int = 2, cache: bool = True) -> list[Problem]:
+          max_per_entry: int = 3, workers: int = 2, cache: bool = True, now: Optional[str] = None) -> list[Problem]:
     """Every reason the list or the records cannot be trusted; empty when all is well."""
     return audit_report(root, list_path, results_dir, allow_dirty=allow_dirty, max_per_entry=max_per_entry,
-                        workers=workers, cache=cache)[0]
+                        workers=workers, cache=cache, now=now)[0]
 
 
 def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,
-                 max_per_entry: int = 3, workers: int = 2, cache: bool = True) -> tuple[list[Problem], list]:
+                 max_per_entry: int = 3, workers: int = 2, cache: bool = True,
+                 now: Optional[str] = None) -> tuple[list[Problem], list]:
     """(problems, [(summary, record problems)] for every record file checked)."""
+    from .provenance import changed_tracked_records
+
     root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
-    checked, known = verify_records(results_dir, workers=workers, cache=cache,
+    paths, strays = scan_tree(results_dir)
+    checked, known = verify_records(results_dir, workers=workers, cache=cache, paths=paths,
                                     side=partial(_check_claim_files, root, list_path))
+    tracked = changed_tracked_records(root, results_dir)
     with paused_gc():  # a million live objects from the records: every collection would walk them all
-        return _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache, known), checked
+        problems = _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache, known,
+                               now=now, strays=strays, tracked=tracked)
+    return problems, checked
 
 
 def _check_claim_files(root: Path, list_path: Path) -> Optional[dict]:
     """`check_file` of every claim file under claims/, run beside the record workers: the claims
     behind the list's numbers are then already checked when the plan needs them."""
-    from .policy import check_files
+    from .policy import check_files, discover
+    from .standing import Hashes
 
     try:
         text = list_path.read_bytes().decode("utf-8")
         listing = parse_list(text, str(list_path))
     except (OSError, UnicodeDecodeError, ListError):
         return None  # _audit_list reports the list itself
-    from .publish import Hashes
-
-    files = sorted(p for p in (root / "claims").rglob("*") if p.suffix in (".yaml", ".yml") and p.is_file())
+    files = discover([], root)
     hashes = Hashes(root)
     for f in files:
-        hashes.get(f.relative_to(root).as_posix())
+        try:
+            hashes.get(f.resolve().relative_to(Path(root).resolve()).as_posix())
+        except ValueError:
+            continue
     return {"text": text, "checks": check_files(files, root, listing), "hashes": hashes.memo}
 
 
 def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache,
-                known=None) -> list[Problem]:
+                known=None, *, now=None, strays=(), tracked=None) -> list[Problem]:
     from .publish import build_plan, shown_path
 
     shown_results = shown_path(results_dir, root)
-    problems = [Problem(f"{shown_results}/{s.path}", 1, key, msg) for s, probs in checked for key, msg in probs]
+    intrinsic = {s.path: probs for s, probs in checked}
     summaries = [s for s, _ in checked]
     shown_list = shown_path(list_path, root)
+
+    def plan_for(text: str):
+        same_list = known is not None and known["text"] == text
+        return build_plan(root, list_path, results_dir, text, summaries, allow_dirty=allow_dirty,
+                          max_per_entry=max_per_entry, cache=cache, known_checks=known["checks"] if same_list else None,
+                          known_hashes=known["hashes"] if known is not None else None,
+                          verify=lambda ss: {s.path: (s, intrinsic.get(s.path) or []) for s in ss},
+                          now=now, strays=strays, tracked=tracked)
+
+    list_problems: list[Problem] = []
+    listing = plan = None
     try:
         text = list_path.read_bytes().decode("utf-8")
         listing = parse_list(text, shown_list)
-        same_list = known is not None and known["text"] == text
-        plan = build_plan(root, list_path, results_dir, text, summaries, allow_dirty=allow_dirty,
-                          max_per_entry=max_per_entry, cache=cache, known_checks=known["checks"] if same_list else None,
-                          known_hashes=known["hashes"] if known is not None else None)
+        plan = plan_for(text)
     except ListError as e:
-        return problems + [Problem(shown_list, e.line, "list", str(e).removeprefix(f"{e.path}:{e.line}: "))]
+        list_problems.append(Problem(shown_list, e.line, "list", str(e).removeprefix(f"{e.path}:{e.line}: ")))
     except (OSError, UnicodeDecodeError) as e:
-        return problems + [Problem(shown_list, 1, "list", f"cannot read the list: {e}")]
+        list_problems.append(Problem(shown_list, 1, "list", f"cannot read the list: {e}"))
+    if plan is None:  # the records are judged all the same, against a list with no entries
+        plan = plan_for("")
+    problems = _record_problems(shown_results, intrinsic, plan, strays, tracked or {})
+    if listing is None:
+        return problems + list_problems
     problems += list(plan.problems)
     by_path = {s.path: s for s in summaries}
     for entry in listing.entries:
@@ -298,6 +201,25 @@ def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entr
         if have != ((key, want) if want is not None else None):
             problems += _diagnose(shown_list, entry, have, want, plan, by_path, list_path, results_dir)
     return problems
+
+
+def _record_problems(at: str, intrinsic: dict, plan, strays, tracked: dict) -> list[Problem]:
+    """Each record's problems (its own, then the judgement's), strays and deleted committed records."""
+    refused: dict[str, list] = {}
+    for path, key, msg in plan.refused:
+        refused.setdefault(path, []).append((key, msg))
+    out = []
+    for path in sorted(set(intrinsic) | set(refused)):
+        seen = []
+        for key, msg in list(intrinsic.get(path) or []) + refused.get(path, []):
+            if (key, msg) not in seen:
+                seen.append((key, msg))
+                out.append(Problem(f"{at}/{path}", 1, key, msg))
+    out += [Problem(f"{at}/{path}", 1, "file", why) for path, why in strays]
+    out += [Problem(f"{at}/{path}", 1, "record", f"{how} since commit HEAD; committed evidence is immutable: "
+                    f"restore it with `git checkout -- {at}/{path}`") for path, how in sorted(tracked.items())
+            if path not in intrinsic]
+    return out
 
 
 def _diagnose(shown, entry: Entry, have, want, plan, by_path, list_path, results_dir) -> list[Problem]:

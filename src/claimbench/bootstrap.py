@@ -25,6 +25,9 @@ RESAMPLES = 2000
 SEED = 20240601
 MIN_ROUNDS = 3  # fewer timed rounds give no interval, so no verdict from timing
 _BATCH_BYTES = 4 << 20  # bound on the (rows, rounds, resamples) tally gathered at once
+_TALLY_CACHE_BYTES = 16 << 20  # a bigger tally (thousands of rounds) is drawn in slices, never whole
+_SLICE_BYTES = 32 << 20  # bound on one slice's random draws
+_WIDE = 512  # above this many rounds, medians come from a running sum, not a width² table
 
 
 @dataclass(frozen=True)
@@ -98,6 +101,16 @@ def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES) -> l
             shape = (len(counts), tuple(counts.tolist()))
         groups.setdefault(shape, []).append((i, kvals, bvals))
     for (nprocs, counts), members in groups.items():
+        if sum(counts) * resamples * 4 > _TALLY_CACHE_BYTES:  # thousands of rounds: slice the resamples
+            for i, kv, bv in members:
+                rows = np.stack([kv] if bv is None else [kv, bv])
+                parts = [_resampled_medians(rows, t, nd) for t, nd in _tally_slices(nprocs, counts, resamples)]
+                medians = np.concatenate(parts, axis=1)
+                rq = requests[i]
+                stat = metric_value(rq.metric, medians[0], medians[1] if bv is not None else None,
+                                    rq.flops, rq.nbytes, rq.floor_us)
+                out[i] = (out[i][0], *_ci95(np.asarray(stat)[None, :])[0])
+            continue
         tally, ndraws = _draw_tally(nprocs, counts, resamples)
         per_batch = max(1, _BATCH_BYTES // (2 * tally.size * tally.itemsize))
         for start in range(0, len(members), per_batch):
@@ -117,23 +130,47 @@ def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES) -> l
     return out
 
 
-@lru_cache(maxsize=64)
 def _draw_tally(nprocs: int, counts: tuple, resamples: int) -> tuple[np.ndarray, int]:
     """How often each round (rows, in key order) is drawn in each resample (columns), and the
     number of draws per resample: each resample picks ``nprocs`` processes, then ``max(counts)``
-    rounds within each picked process."""
+    rounds within each picked process. Kept for reuse up to a byte budget: records of one shape
+    share their draws, but a worker must not hoard hundreds of megabytes of them."""
+    key = (nprocs, counts, resamples)
+    hit = _TALLIES.get(key)
+    if hit is not None:
+        return hit
+    slices = list(_tally_slices(nprocs, counts, resamples))
+    tally = slices[0][0] if len(slices) == 1 else np.ascontiguousarray(np.concatenate([t for t, _ in slices], axis=1))
+    out = (tally, slices[0][1])
+    while _TALLIES and sum(t.nbytes for t, _ in _TALLIES.values()) + tally.nbytes > _TALLY_CACHE_BYTES * 4:
+        _TALLIES.pop(next(iter(_TALLIES)))
+    _TALLIES[key] = out
+    return out
+
+
+_TALLIES: dict = {}
+
+
+def _tally_slices(nprocs: int, counts: tuple, resamples: int):
+    """The tally in slices of resamples, drawn from one random stream in the order a single
+    draw would take: the same numbers, in memory linear in the rounds with a small constant."""
     rmax = max(counts)
     rng = np.random.default_rng(SEED)
     pchoice = rng.integers(0, nprocs, size=(resamples, nprocs))
-    u = rng.random((resamples, nprocs, rmax))
-    ridx = (u * np.asarray(counts)[pchoice][:, :, None]).astype(int)
+    counts_a = np.asarray(counts)
     offsets = np.concatenate(([0], np.cumsum(counts)[:-1]))
     total = int(sum(counts))
-    item = offsets[pchoice][:, :, None] + ridx + (np.arange(resamples) * total)[:, None, None]
-    tally = np.bincount(item.ravel(), minlength=resamples * total).reshape(resamples, total).T
     ndraws = nprocs * rmax
     dtype = np.uint8 if ndraws < 255 else np.int32  # narrow lanes are several times faster
-    return np.ascontiguousarray(tally, dtype=dtype), ndraws
+    per = max(1, min(resamples, _SLICE_BYTES // (8 * (nprocs * rmax + total))))
+    for start in range(0, resamples, per):
+        n = min(per, resamples - start)
+        pc = pchoice[start:start + n]
+        u = rng.random((n, nprocs, rmax))
+        ridx = (u * counts_a[pc][:, :, None]).astype(int)
+        item = offsets[pc][:, :, None] + ridx + (np.arange(n) * total)[:, None, None]
+        tally = np.bincount(item.ravel(), minlength=n * total).reshape(n, total).T
+        yield np.ascontiguousarray(tally, dtype=dtype), ndraws
 
 
 def _resampled_medians(values: np.ndarray, tally: np.ndarray, ndraws: int) -> np.ndarray:
@@ -148,6 +185,14 @@ def _resampled_medians(values: np.ndarray, tally: np.ndarray, ndraws: int) -> np
     ranked = np.take_along_axis(values, order, axis=1)
     drawn = tally[order.T]  # (T, rows, resamples): position i of every row's sorted order
     cols, m = tally.shape[1], ndraws // 2
+    if width > _WIDE:  # many rounds: one running sum, and two gathers instead of a width² table
+        running = np.cumsum(drawn, axis=0, dtype=np.int32)
+        base = (np.arange(rows, dtype=np.intp) * width)[:, None]
+        hi = (running <= m).sum(axis=0, dtype=np.intp)
+        if ndraws % 2:
+            return ranked.ravel().take(hi + base)
+        lo = (running <= m - 1).sum(axis=0, dtype=np.intp)
+        return (ranked.ravel().take(lo + base) + ranked.ravel().take(hi + base)) / 2
     running = np.zeros((rows, cols), dtype=tally.dtype)
     lo = np.zeros((rows, cols), dtype=tally.dtype)  # positions whose running tally is <= m - 1
     hi = np.zeros((rows, cols), dtype=tally.dtype)  # ... <= m

@@ -97,11 +97,19 @@ def _load(path: Optional[Path]) -> dict:
 
 
 def _save(path: Path, entries: dict) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(dumps_json_line(entries))
-    os.replace(tmp, path)
-    for old in path.parent.glob("check-*.json"):
-        if old != path:
-            old.unlink(missing_ok=True)
+    tmp = None
+    try:  # a cache: a read-only or full results folder only skips it
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(dumps_json_line(entries))
+        os.replace(tmp, path)
+        tmp = None
+        for old in path.parent.glob("check-*.json"):
+            if old != path:
+                old.unlink(missing_ok=True)
+    except OSError:
+        pass
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)

@@ -228,46 +228,40 @@ def _git(root: Path, *args: str) -> Optional[str]:
 
 
 def git_state(root: Path) -> tuple[Optional[str], Optional[bool]]:
-    """(commit, dirty); changes under `results/` do not make a tree dirty: records land there.
+    """(commit, dirty); see `git_tree`."""
+    return git_tree(root)[:2]
+
+
+def git_tree(root: Path) -> tuple[Optional[str], Optional[bool], Optional[tuple[str, ...]]]:
+    """(commit, dirty, the changed files); what counts as a change is `provenance.tree_changes`
+    (the list, publish's temp files and new records never do).
 
     CLAIMBENCH_GIT_COMMIT (and optionally CLAIMBENCH_GIT_DIRTY=0/1) stand in where .git did not
     travel with the tree; a real repository still decides dirtiness when one is present.
     """
+    from .provenance import MAX_DIRTY_FILES, tree_changes
+
     env_commit = os.environ.get("CLAIMBENCH_GIT_COMMIT") or None
     env_dirty = os.environ.get("CLAIMBENCH_GIT_DIRTY")
     head = _git(root, "rev-parse", "HEAD")
     commit = env_commit or (head.strip() if head else None)
-    status = _git(root, "status", "--porcelain", "-z", "--untracked-files=all") if head else None
-    if status is None:
-        dirty = None if env_dirty is None else env_dirty.strip() not in ("", "0", "false")
-        return commit, dirty
-    prefix = (_git(root, "rev-parse", "--show-prefix") or "").strip()
-    ignored = prefix + "results/"
-    entries = status.split("\0")
-    dirty, k = False, 0
-    while k < len(entries):
-        e = entries[k]
-        k += 1
-        if len(e) < 4:
-            continue
-        if e[0] in "RC":
-            k += 1  # -z puts a rename's origin path in the next entry
-        if not e[3:].startswith(ignored):
-            dirty = True
-    return commit, dirty
+    files = tree_changes(root) if head else None
+    if files is None:
+        return commit, (None if env_dirty is None else env_dirty.strip() not in ("", "0", "false")), None
+    return commit, bool(files), tuple(files) if len(files) <= MAX_DIRTY_FILES else None
 
 
 def detect_software(root: Path) -> Software:
     import claimbench
 
-    commit, dirty = git_state(root)
+    commit, dirty, files = git_tree(root)
     torch_mod = sys.modules.get("torch")
     cuda_rt = getattr(getattr(torch_mod, "version", None), "cuda", None) if torch_mod else None
     return Software(
         python=platform.python_version(), torch=_version("torch"), triton=_version("triton"),
         cupy=_version("cupy-cuda13x", "cupy-cuda12x", "cupy-cuda11x", "cupy"), numpy=_version("numpy"),
         claimbench=_version("claimbench") or getattr(claimbench, "__version__", None),
-        git_commit=commit, git_dirty=dirty, cuda_runtime=cuda_rt)
+        git_commit=commit, git_dirty=dirty, cuda_runtime=cuda_rt, git_dirty_files=files)
 
 
 def detect(root: Path, *, with_gpu: bool = True, nvml: Any = None,

@@ -83,11 +83,12 @@ def evaluate(text: str, params: Mapping[str, object]) -> float:
     tree = parse(text, frozenset(nums))
     try:
         value = _eval(tree.body, nums)
-    except (ZeroDivisionError, OverflowError, ValueError) as e:
+        result = float(value) if isinstance(value, (int, float)) else math.nan
+    except (ZeroDivisionError, OverflowError, ValueError) as e:  # float(10**400) overflows too
         raise ExprError(f"cannot evaluate: {e}") from None
-    if not isinstance(value, (int, float)) or not math.isfinite(value):
+    if not math.isfinite(result):
         raise ExprError("the result is not a finite number")
-    return float(value)
+    return result
 
 
 def _eval(node: ast.AST, nums: Mapping[str, float]):

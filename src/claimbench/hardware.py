@@ -71,6 +71,7 @@ class Software:
     git_commit: Optional[str]
     git_dirty: Optional[bool]
     cuda_runtime: Optional[str] = None  # torch.version.cuda, when torch was imported anyway
+    git_dirty_files: Optional[tuple[str, ...]] = None  # what differs from the commit (provenance.tree_changes)
 
 
 @dataclass(frozen=True)

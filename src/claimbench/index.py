@@ -1,11 +1,16 @@
 """A sidecar summary of every record, so `publish` and `table` need not parse 100,000 JSON files.
 
 `results/index.jsonl` holds one line per record: where it is, what it says (claim, hardware,
-time, verdict, value, CI, the hashes that decide whether it is current) and the file's size,
-mtime and sha256. The runner appends a line after each `write_record`. The index is only a
+machine, time, verdict, value, CI, the hashes that decide whether it is current, a digest of what
+it copied from its claim, the changed files it depends on) and the file's size, mtime and sha256. The runner appends a line after each `write_record`. The index is only a
 cache: `read_index` checks every line against the record files on disk (size and mtime), reads
 again any record that is new or changed, drops lines whose file is gone, and rewrites the index
-when it had to repair it. `audit` never trusts it; it reads every record itself.
+when it had to repair it (a read-only results folder only skips that). `audit` never trusts it;
+it reads every record itself, and `publish` re-reads every record it shows.
+
+Only what the runner writes is read: `results/records/<claim id>/<runner's file name>`, regular
+files, no symlinks followed, none over the size cap. Everything else there is a stray that audit
+reports (`scan_tree`).
 """
 
 from __future__ import annotations
@@ -18,15 +23,21 @@ import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
 from dataclasses import dataclass
-from functools import lru_cache
+from itertools import islice
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Optional
 
+from .display import machine_name, short_name
 from .jsonio import dumps_json_line, loads_json
-from .record import Record, RecordError, parse_record
+from .provenance import MAX_DIRTY_FILES, relevant_changes
+from .claimcopy import copy_digest_of
+from .record import (RECORD_NAME, TEMP_NAME, Record, RecordError, normalized_utc, parse_record,
+                     read_record_bytes)
 
 INDEX_NAME = "index.jsonl"
-INDEX_VERSION = 1
+INDEX_VERSION = 4
+CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
+_RECORD_MATCH = RECORD_NAME.match
 _PARALLEL_MIN = 2000  # below this, worker start-up costs more than it saves
 
 
@@ -64,6 +75,10 @@ class Summary(NamedTuple):
     claim_path: str = ""
     claim_sha256: str = ""
     source_sha256: dict = _NO_SOURCES
+    machine: str = ""  # what tells machines apart in the list: `2× H200`, `EPYC 7B13 (2 cores)`
+    when: str = ""  # created_utc, normalized: compares as a time
+    copy_sha: str = ""  # `copy_digest` of what the record copied from its claim
+    dirty_files: tuple = ()  # changed files this record's number depends on (empty: clean or unknown)
 
     @property
     def ok(self) -> bool:
@@ -97,85 +112,106 @@ def hardware_name(hw: dict) -> str:
             name = f"{len(gpus)}× {name}"
     if not name and isinstance(hw.get("cpu"), dict):
         name = hw["cpu"].get("model")
-    return _short_name(str(name or hardware_slug(hw)))
+    return short_name(str(name or hardware_slug(hw)))
 
 
-@lru_cache(maxsize=256)
-def _short_name(name: str) -> str:
-    return re.sub(r"^(\d+× )?(NVIDIA|AMD|Intel\(R\)|Intel)\s+", r"\1", name).strip()
+def judged_dirty(rec: Record) -> tuple[Optional[bool], tuple]:
+    """(dirty, the files that make it so) for this record's own number: the files the runner
+    found changed, narrowed to those the claim depends on (`provenance.relevant_changes`).
+    A record without that list (older runners) keeps its flag."""
+    files = (rec.hardware.get("software") or {}).get("git_dirty_files") if isinstance(rec.hardware.get("software"), dict) else None
+    if rec.git_commit and isinstance(files, list) and len(files) <= MAX_DIRTY_FILES and all(isinstance(f, str) for f in files):
+        relevant = tuple(relevant_changes(files, rec.claim_path, rec.source_sha256))
+        return bool(relevant), relevant
+    return rec.git_dirty, ()
 
 
 def summarize(rec: Record, rel: str, size: int, mtime_ns: int, sha256: str) -> Summary:
+    dirty, dirty_files = judged_dirty(rec)
     return Summary(
         path=rel, size=size, mtime_ns=mtime_ns, sha256=sha256, claim_id=rec.claim_id,
         hardware=hardware_slug(rec.hardware), hardware_name=hardware_name(rec.hardware),
         created_utc=rec.created_utc, verdict=rec.verdict, reason=rec.reason, mode=rec.mode,
         value=rec.value, ci_low=rec.ci_low, ci_high=rec.ci_high, published_value=rec.published_value,
         metric=str(rec.claimed.get("metric", "")), dtype=str(rec.precision.get("dtype", "")),
-        protocol_version=rec.protocol_version, floor_term=rec.floor_term, git_commit=rec.git_commit, git_dirty=rec.git_dirty,
-        claim_path=rec.claim_path, claim_sha256=rec.claim_sha256, source_sha256=dict(rec.source_sha256))
+        protocol_version=rec.protocol_version, floor_term=rec.floor_term, git_commit=rec.git_commit, git_dirty=dirty,
+        claim_path=rec.claim_path, claim_sha256=rec.claim_sha256, source_sha256=dict(rec.source_sha256),
+        machine=machine_name(rec.hardware, rec.protocol), when=normalized_utc(rec.created_utc) or "",
+        copy_sha=copy_digest_of(rec), dirty_files=dirty_files)
+
+
+def scan_tree(results: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
+    """(records, strays) under results/records: records as (path relative to results, full
+    path), sorted; strays as (path relative to results, why it is not read). Strings, not
+    Paths, because this runs over 100,000 files on every publish. Symlinks are never followed;
+    temp files of a write in progress (or killed) are neither records nor strays."""
+    base = os.path.join(results, "records")
+    if not os.path.isdir(base):
+        return [], []
+    out, strays = [], []
+    for d in sorted(os.scandir(base), key=lambda e: e.name):
+        rel_d = f"records/{d.name}"
+        if d.is_symlink():
+            strays.append((rel_d, "a symlink; claimbench does not follow links out of results/"))
+        elif not d.is_dir(follow_symlinks=False):
+            if not TEMP_NAME.match(d.name):
+                strays.append((rel_d, "a file outside any claim folder; records live in records/<claim id>/"))
+        elif not CLAIM_ID.match(d.name):
+            strays.append((rel_d, "not a claim id (lowercase letters, digits, '.', '_', '-'); its files are not read"))
+        else:
+            names = []
+            for f in os.scandir(d.path):
+                name = f.name
+                if _RECORD_MATCH(name) and f.is_file(follow_symlinks=False):
+                    names.append(name)
+                elif f.is_symlink():
+                    strays.append((f"{rel_d}/{name}", "a symlink; claimbench does not follow links out of results/"))
+                elif not TEMP_NAME.match(name):
+                    strays.append((f"{rel_d}/{name}", "not a record the runner wrote (its names read "
+                                   "<UTC time>Z-<hardware>-<10 hex>.json); move it out of results/records/"))
+            names.sort()
+            rel_p, full_p = rel_d + "/", d.path + "/"
+            out += [(rel_p + n, full_p + n) for n in names]
+    return out, sorted(strays)
 
 
 def scan_records(results: Path) -> list[tuple[str, str]]:
-    """(path relative to results, full path) of every record file, sorted; strings, not Paths,
-    because this runs over 100,000 files on every publish."""
-    base = os.path.join(results, "records")
-    if not os.path.isdir(base):
-        return []
-    out = []
-    for d in sorted((d for d in os.scandir(base) if d.is_dir() and not d.name.startswith(".")),
-                    key=lambda e: e.name):
-        names = sorted(f.name for f in os.scandir(d.path)
-                       if f.name.endswith(".json") and not f.name.startswith(".") and f.is_file())
-        out += [(f"records/{d.name}/{n}", os.path.join(d.path, n)) for n in names]
-    return out
+    """(path relative to results, full path) of every record file, sorted (see `scan_tree`)."""
+    return scan_tree(results)[0]
 
 
 def record_files(results: Path) -> list[Path]:
-    """Every record file: results/records/<claim-id>/*.json, temp files excluded, sorted."""
+    """Every record file: results/records/<claim-id>/<runner's name>.json, sorted."""
     return [Path(full) for _, full in scan_records(Path(results))]
 
 
 def read_summary(full: str, rel: str, raw: Optional[bytes] = None, sha: Optional[str] = None,
                  st: Optional[os.stat_result] = None) -> tuple[Summary, Optional[Record]]:
     """Read one record file: its summary (with `error` set when unreadable) and the record."""
-    st = st or os.stat(full)
-    if raw is None:
-        with open(full, "rb") as f:
-            raw = f.read()
-    sha = sha or hashlib.sha256(raw).hexdigest()
     claim_id = rel.split("/")[-2] if rel.count("/") >= 1 else ""
     try:
+        if raw is None or st is None:
+            raw, st = read_record_bytes(full, rel)
+        sha = sha or hashlib.sha256(raw).hexdigest()
         try:
             data = loads_json(raw)
         except ValueError as e:  # UnicodeDecodeError and JSONDecodeError included
             raise RecordError(f"{rel}: corrupt or truncated JSON ({e})") from None
         rec = parse_record(data, rel)
     except RecordError as e:
-        return Summary(rel, st.st_size, st.st_mtime_ns, sha, claim_id, error=str(e)), None
+        size, mtime = (st.st_size, st.st_mtime_ns) if st is not None else (0, 0)
+        return Summary(rel, size, mtime, sha or "", claim_id, error=str(e)), None
     return summarize(rec, rel, st.st_size, st.st_mtime_ns, sha), rec
 
 
 def _summary_of(args: tuple[str, str]) -> Summary:
-    raw, st = read_bytes_and_stat(args[0])
-    return read_summary(args[0], args[1], raw, None, st)[0]
+    return read_summary(args[0], args[1])[0]
 
 
-def read_bytes_and_stat(full: str) -> tuple[bytes, os.stat_result]:
-    """A file's bytes and its stat through one descriptor: a third of the cost of open() and
-    stat() apart, which counts over 100,000 records."""
-    fd = os.open(full, os.O_RDONLY)
-    try:
-        st = os.fstat(fd)
-        raw = os.read(fd, st.st_size + 1)  # one more byte than fstat says: a growing file reads on
-        if len(raw) <= st.st_size:
-            return raw, st
-        chunks = [raw]
-        while chunk := os.read(fd, 1 << 20):
-            chunks.append(chunk)
-        return b"".join(chunks), st
-    finally:
-        os.close(fd)
+def read_bytes_and_stat(full: str, rel: Optional[str] = None) -> tuple[bytes, os.stat_result]:
+    """A record file's bytes and stat through one descriptor (`record.read_record_bytes`: regular
+    files under the size cap only; raises RecordError)."""
+    return read_record_bytes(full, rel)
 
 
 def append_index(results: Path, path: Path, rec: Record) -> Summary:
@@ -190,17 +226,19 @@ def append_index(results: Path, path: Path, rec: Record) -> Summary:
     s = summarize(rec, Path(path).resolve().relative_to(results.resolve()).as_posix(),
                   st.st_size, st.st_mtime_ns, hashlib.sha256(raw).hexdigest())
     line = dumps_json_line(_to_json(s))
-    fd = os.open(results / INDEX_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
     try:
-        os.write(fd, line.encode("utf-8"))
-    finally:
-        os.close(fd)
+        fd = os.open(results / INDEX_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        try:
+            os.write(fd, line.encode("utf-8"))
+        finally:
+            os.close(fd)
+    except OSError:  # a cache: the next read_index reads the record itself
+        pass
     return s
 
 
 def _to_json(s: Summary) -> dict:
-    d = {name: getattr(s, name) for name in _FIELDS}
-    d["source_sha256"] = dict(s.source_sha256)
+    d = dict(zip(_FIELDS, s))  # tuples (dirty_files) are written as JSON arrays
     d["v"] = INDEX_VERSION
     return d
 
@@ -208,10 +246,15 @@ def _to_json(s: Summary) -> dict:
 def _from_json(d: Any) -> Optional[Summary]:
     if not isinstance(d, dict) or d.get("v") != INDEX_VERSION:
         return None
+    if len(d) == _N_LINE and next(reversed(d)) == "v" and next(iter(d)) == "path":  # as `_to_json` wrote it
+        return Summary._make(islice(d.values(), _N_LINE - 1))
     try:
         return Summary(**{k: d[k] for k in _FIELDS if k in d})
     except TypeError:
         return None
+
+
+_N_LINE = len(_FIELDS) + 1
 
 
 def _load_lines(index: Path) -> dict[str, Summary]:
@@ -234,6 +277,7 @@ def _load_lines(index: Path) -> dict[str, Summary]:
 class Index:
     summaries: tuple[Summary, ...]  # sorted by path
     reread: int  # records read from disk because the index lacked or mismatched them
+    strays: tuple = ()  # (path, why) of what lies under records/ and is not a record (`scan_tree`)
 
     @property
     def good(self) -> list[Summary]:
@@ -256,10 +300,15 @@ def read_index(results: Path, *, repair: bool = True, workers: int = 2) -> Index
     keep: dict[str, Summary] = {}
     todo: list[str] = []
     moved: list[tuple[str, str, os.stat_result]] = []
-    for rel, full in scan_records(results):
+    found, strays = scan_tree(results)
+    for rel, full in found:
         s = known.get(rel)
         if s is not None:
-            st = os.stat(full)
+            try:
+                st = os.stat(full, follow_symlinks=False)
+            except OSError:
+                todo.append(rel)
+                continue
             if st.st_size == s.size and st.st_mtime_ns == s.mtime_ns:
                 keep[rel] = s
                 continue
@@ -277,13 +326,18 @@ def read_index(results: Path, *, repair: bool = True, workers: int = 2) -> Index
             keep[s.path] = s
     summaries = tuple(keep[k] for k in sorted(keep))
     if repair and (todo or moved or len(known) != len(keep)) and (results / "records").is_dir():
-        write_index(results, summaries)
-    return Index(summaries, len(todo))
+        try:
+            write_index(results, summaries)
+        except OSError:  # read-only or full: the index is a cache; the summaries are right anyway
+            pass
+    return Index(summaries, len(todo), tuple(strays))
 
 
 def _sha_of(full: str) -> str:
-    with open(full, "rb") as f:
-        return hashlib.sha256(f.read()).hexdigest()
+    try:
+        return hashlib.sha256(read_record_bytes(full)[0]).hexdigest()
+    except RecordError:
+        return ""
 
 
 @contextmanager
@@ -300,7 +354,7 @@ def paused_gc():
 
 def _map(fn, items: list, workers: int) -> Iterable:
     if workers > 1 and len(items) >= _PARALLEL_MIN:
-        with ProcessPoolExecutor(workers) as pool:
+        with ProcessPoolExecutor(workers, initializer=gc.disable) as pool:  # short-lived, acyclic work
             yield from pool.map(fn, items, chunksize=256)
     else:
         yield from map(fn, items)

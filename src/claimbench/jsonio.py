@@ -8,12 +8,13 @@ only, and no NaN or Infinity, which ``write_record`` never writes.
 from __future__ import annotations
 
 import json
-from typing import Any
+from typing import Any, Optional
 
 try:
-    from orjson import dumps as _fast_dumps, loads as _fast_loads
+    from orjson import OPT_SORT_KEYS, dumps as _fast_dumps, loads as _fast_loads
 except ImportError:  # pragma: no cover - orjson is a dependency, but records stay readable without it
     _fast_dumps = _fast_loads = None
+    OPT_SORT_KEYS = 0
 
 
 def _no_constant(name: str):
@@ -33,3 +34,15 @@ def dumps_json_line(obj: Any) -> str:
     if _fast_dumps is not None:
         return _fast_dumps(obj).decode("utf-8") + "\n"
     return json.dumps(obj, separators=(",", ":"), ensure_ascii=False, allow_nan=False) + "\n"
+
+
+CANONICAL = "o" if _fast_dumps is not None else "j"  # how this process writes canonical JSON
+
+
+def canonical_json(obj: Any, method: str = CANONICAL) -> Optional[bytes]:
+    """Sorted keys, no spaces: bytes to hash. The two methods differ in how they spell some floats
+    (1e-05 / 1e-5), so a digest names its method, and one written with orjson cannot be
+    recomputed where orjson is missing (None)."""
+    if method == "o":
+        return _fast_dumps(obj, option=OPT_SORT_KEYS) if _fast_dumps is not None else None
+    return json.dumps(obj, sort_keys=True, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode()

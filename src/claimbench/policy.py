@@ -16,9 +16,10 @@ from typing import Any, Iterable, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from . import expr
+from . import expr, safetext
 from .claim import POLICY_FIELDS, Claim
 from .precision import default_halfwidth
+from .claimfiles import discover, find_claims  # noqa: F401 (callers find claims through the gate)
 from .problem import Problem
 from .rules import check_kernel_source
 from .srcgraph import impl_refs, parse, split_ref, task_side_rule, top_level_names
@@ -57,12 +58,12 @@ def check_file(path: Path, root: Path, listing=None) -> CheckResult:
         return CheckResult(shown, None, (e.problem,))
     problems = _structure(doc)
     if problems:
-        return CheckResult(shown, None, tuple(problems))
+        return CheckResult(shown, None, tuple(problems + _unsafe_text(doc)))
     try:
         claim = Claim.model_validate(doc.data)
     except ValidationError as e:
         return CheckResult(shown, None, tuple(_from_pydantic(e, doc)))
-    problems = semantic(claim, doc, path, root, listing)
+    problems = _unsafe_text(doc) + semantic(claim, doc, path, root, listing)
     return CheckResult(shown, claim, tuple(problems), _precision_notes(claim, doc))
 
 
@@ -92,6 +93,28 @@ def _structure(doc: Document) -> list[Problem]:
                 hint = f"; did you mean `{near[0]}`?" if near else f"; known keys: {', '.join(known)}"
                 out.append(Problem(doc.path, doc.line_of((key,)), str(key), f"unknown key{hint}"))
     return out
+
+
+def _unsafe_text(doc: Document) -> list[Problem]:
+    """Text that would render differently from what its author sees (controls, bidi, zero-width):
+    refused here, with its key and line, rather than escaped silently on the list."""
+    out = []
+    stack: list[tuple[tuple, Any]] = [((), doc.data)]
+    while stack:
+        kp, value = stack.pop()
+        if isinstance(value, dict):
+            for k, v in value.items():
+                why = safetext.problem(str(k))
+                if why:
+                    out.append(Problem(doc.path, doc.line_of(kp + (k,)), dotted(kp) or "claim", f"key {why}"))
+                stack.append((kp + (k,), v))
+        elif isinstance(value, list):
+            stack.extend((kp + (i,), v) for i, v in enumerate(value))
+        elif isinstance(value, str):
+            why = safetext.problem(value)
+            if why:
+                out.append(Problem(doc.path, doc.line_of(kp), dotted(kp), why))
+    return sorted(out, key=lambda p: p.line)
 
 
 def _model_at(loc: tuple) -> type[BaseModel] | None:
@@ -259,18 +282,6 @@ def _precision_notes(claim: Claim, doc: Document) -> tuple[Problem, ...]:
 
 def _check_many(paths: list[Path], root: Path, listing) -> list[tuple[str, CheckResult]]:
     return [(str(p), check_file(p, root, listing)) for p in paths]
-
-
-def discover(paths: Iterable[str | Path], root: Path) -> list[Path]:
-    """Claim files named by ``paths`` (files or folders); the default is ``claims/``."""
-    found: list[Path] = []
-    for raw in paths or [root / "claims"]:
-        p = Path(raw)
-        if p.is_dir():
-            found.extend(sorted(q for q in p.rglob("*") if q.suffix in (".yaml", ".yml") and q.is_file()))
-        elif p.is_file():
-            found.append(p)
-    return found
 
 
 PARALLEL_FROM = 400  # below this, starting workers costs more than it saves

@@ -1,31 +1,36 @@
 """Publish: put each verified, current number on its list entry, and take every other one off.
 
-For one claim on one kind of hardware, the latest *current* measured record decides: if it is not
-`verified`, the number comes off, so rerunning until lucky does not pay. Current means its hashes
-(the claim file and every source file it imported) still match the files, its protocol is not
-below `MIN_PROTOCOL_VERSION`, and its tree was clean (a dirty one only with `allow_dirty`, and
-then labelled). Numbers go in one marker region per entry, most recent first, at most
-`max_per_entry`. `publish` reads records only, runs nothing, and writes the list atomically, and
-only if the list did not change on disk while it ran.
+Which records count is `standing.judge`, the judgement audit uses too, so publish never shows a
+number audit would reject: before a record's number goes on the list, the record is read again
+from disk and checked like audit checks it (its verdict recomputed from its samples), whatever
+the index said.
+Each number reads `value [95% CI] vs baseline · kernel · machine · dtype · [record](...)`, all
+text from claims and records escaped (`safetext.markdown`). Numbers go in one marker region per
+entry, most recent first, at most `max_per_entry`. `publish` reads records only, runs nothing,
+writes the list atomically and only if it did not change on disk meanwhile, and fails (exit 1)
+when it refused a record or took a number off.
 """
 
 from __future__ import annotations
 
 import os
+import re
 import tempfile
+import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Optional, Sequence
+from typing import Callable, Optional, Sequence
 
-from .display import dtype_short, format_value, safe_text
+from .display import dtype_short, format_number
 from .errors import UserError
 from .index import Summary, read_index
 from .listing import Listing, apply, parse_list, read_region
 from .problem import Problem
-from .record import MIN_PROTOCOL_VERSION, sha256_file
-from .status import Status
+from .safetext import markdown, plain
+from .standing import (VERIFIED, ClaimFacts, Hashes, Judgement, claim_ids, is_dirty, judge,  # noqa: F401 (re-exported)
+                       not_current, show_order, superseded)
 
-VERIFIED = Status.VERIFIED.value
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 class ListChanged(UserError):
@@ -42,8 +47,11 @@ class Number:
     hardware: str
     created_utc: str
     record: str  # relative to the results folder
-    text: str
+    text: str  # Markdown, escaped
     dirty: bool
+    machine: str = ""
+    parts: tuple = ()  # (value and interval, kernel, machine, dtype, record path) as plain text: terminals, HTML
+    order: tuple = ()  # `standing.show_order`: an entry shows its most recent numbers first
 
 
 @dataclass(frozen=True)
@@ -54,6 +62,7 @@ class Removal:
     hardware: str
     record: str  # the newest verified record whose number is not shown
     why: str
+    machine: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,132 +79,124 @@ class PublishPlan:
     why_not: dict  # record path -> why it backs no number (records that are not current)
     cleared: tuple[tuple[str, str], ...] = ()  # (entry key, old content) of regions taken off
     results_shown: str = "results"  # the results folder as messages name it
+    refused: tuple[tuple[str, str, str], ...] = ()  # (record path, key, message): records that do not stand
+    strays: tuple[tuple[str, str], ...] = ()  # (path, why): files under records/ that are not records
+    tampered: tuple[tuple[str, str], ...] = ()  # (claim id, why): committed evidence changed
+    taken_off: tuple[tuple[str, str], ...] = ()  # (entry key, record link) that left the list
 
     @property
     def changed(self) -> bool:
         return self.new_text != self.text
 
+    @property
+    def failed(self) -> bool:
+        """Exit 1: a record was refused, committed evidence changed, or a number came off."""
+        return bool(self.refused or self.strays or self.tampered or self.taken_off or self.cleared)
+
     def lines(self, dry_run: bool = False) -> list[str]:
-        """The report: what is shown, what came off and why, what could not be read."""
+        """The report: what is shown, what came off and why, what was refused."""
         state = ("list would change" if dry_run else "list updated") if self.changed else "list unchanged"
-        out = [f"{self.list_path}: {_count(len(self.numbers), 'number', 'numbers')} on "
-               f"{_count(len({n.entry_line for n in self.numbers}), 'entry', 'entries')}; {len(self.removed)} off; "
-               f"{len(self.corrupt)} unreadable record(s); {state}"]
-        out += [f"  + {n.entry_key}: {n.text}" for n in self.numbers]
-        out += [f"  . {n.entry_key}: not shown, over the per-entry limit: {n.text}" for n in self.hidden]
-        out += [f"  - {key}: taken off, no current verified record backs it: {old}" for key, old in self.cleared]
-        out += [f"  - {r.claim_id} on {r.hardware}: {r.why} ({self.results_shown}/{r.record})" for r in self.removed]
-        out += [f"  ! unreadable record skipped: {s.error}" for s in self.corrupt]
+        entries = len({n.entry_line for n in self.numbers})
+        refused = len({r[0] for r in self.refused}) + len(self.strays)
+        out = [f"{self.list_path}: {len(self.numbers)} number{'s' * (len(self.numbers) != 1)} on {entries} "
+               f"entr{'y' if entries == 1 else 'ies'}; {len(self.removed)} off; {refused} refused; {state}"]
+        at = self.results_shown
+        out += [f"  + {plain(n.entry_key)}: {' · '.join(n.parts)}" for n in self.numbers]
+        out += [f"  . {plain(n.entry_key)}: over the per-entry limit, not shown: {at}/{n.record}" for n in self.hidden]
+        out += [f"  - {plain(key)}: taken off, no current verified record backs it: {plain(old)}" for key, old in self.cleared]
+        out += [f"  - {plain(key)}: took off the number from {plain(link)}" for key, link in self.taken_off]
+        out += [f"  - {r.claim_id} on {plain(r.machine or r.hardware)}: {plain(r.why)} ({at}/{r.record})" for r in self.removed]
+        out += [f"  ! refused {at}/{plain(path)}: {key}: {plain(msg)}" for path, key, msg in self.refused]
+        out += [f"  ! not a record: {at}/{plain(path)}: {why}" for path, why in self.strays]
+        out += [f"  ! committed evidence of {cid} changed: {plain(why)}; restore it" for cid, why in self.tampered]
         out += [f"  ! {p}" for p in self.problems]
         return out
 
 
-def _count(n: int, one: str, many: str) -> str:
-    return f"{n} {one if n == 1 else many}"
-
-
-def is_dirty(s: Summary) -> bool:
-    """Only a known-clean commit counts as clean; an unknown tree is treated as dirty."""
-    return s.git_dirty is not False or not s.git_commit
-
-
-class Hashes:
-    """sha256 of project files, each read once per run; None for a missing file or one outside root."""
-
-    def __init__(self, root: Path, known: Optional[dict] = None):
-        self.root = Path(root).resolve()
-        self._memo: dict[str, Optional[str]] = dict(known or {})  # `known`: another Hashes' memo
-
-    @property
-    def memo(self) -> dict:
-        return dict(self._memo)
-
-    def get(self, rel: str) -> Optional[str]:
-        if rel not in self._memo:
-            p = (self.root / rel).resolve()
-            ok = p.is_relative_to(self.root) and p.is_file()
-            self._memo[rel] = sha256_file(p) if ok else None
-        return self._memo[rel]
-
-
-def not_current(s: Summary, hashes: Hashes, allow_dirty: bool) -> list[str]:
-    """Why a record may not decide what the list shows; empty when it is current."""
-    why = []
-    if s.protocol_version < MIN_PROTOCOL_VERSION:
-        why.append(f"protocol {s.protocol_version} is older than the minimum {MIN_PROTOCOL_VERSION}")
-    changed = [rel for rel, h in [(s.claim_path, s.claim_sha256), *sorted(s.source_sha256.items())]
-               if hashes.get(rel) != h]
-    if changed:
-        gone = [rel for rel in changed if hashes.get(rel) is None]
-        what = ", ".join(changed[:3]) + (f" and {len(changed) - 3} more" if len(changed) > 3 else "")
-        why.append(f"stale hash: {what} {'changed or is gone' if gone else 'changed'} since the run")
-    if is_dirty(s) and not allow_dirty:
-        why.append("from a dirty or unknown git tree; rerun from a clean commit, or pass --allow-dirty")
-    return why
-
-
 def plan(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,
-         max_per_entry: int = 3, text: Optional[str] = None) -> PublishPlan:
-    """What publish would write, from the index of records; nothing is written."""
-    index = read_index(Path(results_dir))
+         max_per_entry: int = 3, text: Optional[str] = None, now: Optional[str] = None) -> PublishPlan:
+    """What publish would write, from the index of records; nothing but caches is written."""
+    from .recordcheck import Verifier
+
+    results_dir = Path(results_dir)
+    index = read_index(results_dir)
     if text is None:
         text = Path(list_path).read_bytes().decode("utf-8")
-    return build_plan(root, list_path, results_dir, text, index.summaries,
-                      allow_dirty=allow_dirty, max_per_entry=max_per_entry)
+    from .provenance import changed_tracked_records
+
+    return build_plan(root, list_path, results_dir, text, index.summaries, allow_dirty=allow_dirty,
+                      max_per_entry=max_per_entry, verify=Verifier(results_dir), now=now,
+                      strays=index.strays, tracked=changed_tracked_records(root, results_dir))
 
 
 def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,
                summaries: Sequence[Summary], *, allow_dirty: bool = False,
                max_per_entry: int = 3, cache: bool = True, known_checks: Optional[dict] = None,
-               known_hashes: Optional[dict] = None) -> PublishPlan:
-    """The plan from given summaries (audit passes ones it read itself). Raises ListError."""
+               known_hashes: Optional[dict] = None, verify: Optional[Callable] = None, now: Optional[str] = None,
+               strays: Sequence = (), tracked: Optional[dict] = None) -> PublishPlan:
+    """The plan from given summaries (audit passes ones it read and checked itself; `verify`
+    answers for each record about to decide). Raises ListError."""
+    from .claimcheck import check_claims
+
     root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
     listing = parse_list(text, str(list_path))
     hashes = Hashes(root, known_hashes)
-    groups: dict[tuple[str, str], list[Summary]] = {}
+    sources: dict[str, dict] = {}
     for s in summaries:
-        if s.ok and s.mode == "measured":
-            groups.setdefault((s.claim_id, s.hardware), []).append(s)
-    removed: list[Removal] = []
-    why_not: dict[str, str] = {}
-    winners: list[Summary] = []
-    at = shown_path(results_dir, root)
-    for (cid, hw), recs in sorted(groups.items()):
-        recs.sort(key=lambda s: (s.created_utc, s.path), reverse=True)
-        deciding = None
-        for s in recs:
-            why = not_current(s, hashes, allow_dirty)
-            if not why:
-                deciding = s
-                break
-            why_not[s.path] = "; ".join(why)
-        verified = [s for s in recs if s.verdict == VERIFIED and s.published_value is not None]
-        if deciding is not None and deciding.verdict == VERIFIED and deciding.published_value is not None:
-            winners.append(deciding)
-            for s in verified:
-                if s is not deciding:
-                    why_not.setdefault(s.path, f"superseded by the newer verified record {at}/{deciding.path}")
-            continue
-        if deciding is not None:
-            for s in verified:
-                why_not.setdefault(s.path, f"superseded by the newer {deciding.verdict} record "
-                                           f"{at}/{deciding.path}: {deciding.reason}")
-        if verified:
-            removed.append(Removal(cid, hw, verified[0].path, why_not[verified[0].path]))
-    numbers, problems = _attach(root, list_path, results_dir, listing, winners, removed, why_not, cache,
-                                known_checks)
-    return _finish(root, list_path, text, listing, numbers, removed, summaries, problems, why_not,
-                   max_per_entry, results_dir)
-
-
-def _attach(root, list_path, results_dir, listing: Listing, winners, removed, why_not, cache, known=None):
-    """Tie each winning record to its entry through its claim, which must still pass check."""
-    from .claimcheck import check_claims
-
-    paths = sorted({s.claim_path for s in winners})
-    sources = {s.claim_path: s.source_sha256 for s in winners}
-    checked = dict(zip(paths, check_claims(paths, root, listing, sources=sources, known=known,
+        if s.ok and hashes.get(s.claim_path) == s.claim_sha256:
+            sources.setdefault(s.claim_path, s.source_sha256)
+    paths = sorted(sources)
+    checked = dict(zip(paths, check_claims(paths, root, listing, sources=sources, known=known_checks,
                                            cache_dir=results_dir / ".cache" if cache else None)))
+    j = judge(summaries, hashes=hashes, claims_by_id=claim_ids(root), facts=_facts(checked, results_dir),
+              verify=verify or (lambda ss: {}), now=now, allow_dirty=allow_dirty, tracked=tracked,
+              shown_on=_entry_line(listing, checked), cap=max_per_entry)
+    at = shown_path(results_dir, root)
+    removed = [Removal(g[0], g[1], s.path, why, g[2]) for g, s, why in superseded(j, at)]
+    numbers, problems = _attach(root, list_path, results_dir, listing, j.winners(), removed, j.why_not, checked)
+    refused = tuple((path, key, msg) for path in sorted(j.refused) for key, msg in j.refused[path])
+    return _finish(list_path, text, listing, numbers, removed, summaries, problems, j, max_per_entry,
+                   at, refused, tuple(strays), results_dir)
+
+
+def _facts(checked: dict, results_dir: Path) -> Callable[[str], Optional[ClaimFacts]]:
+    from functools import lru_cache
+
+    from .claimcopy import claim_digest, copy_differences, expected_copy
+    from .record import load_record
+
+    memo: dict = {}
+
+    def facts(path: str) -> Optional[ClaimFacts]:
+        if path not in memo:
+            r = checked.get(path)
+            claim = r.claim if r is not None else None
+            want = expected_copy(claim) if claim is not None else None
+            if want is None:
+                memo[path] = None
+            else:
+                by_form = lru_cache(maxsize=8)(lambda form, c=claim, w=want: claim_digest(c, form, w))
+                memo[path] = ClaimFacts(path, lambda like, d=by_form: d(like[:2]),
+                                        lambda rec, w=want: copy_differences(load_record(results_dir / rec), *w))
+        return memo[path]
+    return facts
+
+
+def _entry_line(listing: Listing, checked: dict) -> Callable[[Summary], Optional[int]]:
+    """The list line a record's number goes on: its claim's entry, when the claim passes check."""
+    memo: dict = {}
+
+    def line(s: Summary) -> Optional[int]:
+        if s.claim_path not in memo:
+            r = checked.get(s.claim_path)
+            memo[s.claim_path] = listing.find(r.claim.entry).line if r is not None and r.ok else None
+        r = checked.get(s.claim_path)
+        return memo[s.claim_path] if r is not None and r.claim is not None and r.claim.id == s.claim_id else None
+    return line
+
+
+def _attach(root, list_path, results_dir, listing: Listing, winners, removed, why_not, checked):
+    """Tie each winning record to its entry through its claim, which must still pass check."""
     numbers, problems = [], []
     prefix = Path(os.path.relpath(results_dir.resolve(), list_path.resolve().parent)).as_posix()
     entries: dict[str, object] = {}  # claim file -> its entry; Listing.find scans every entry
@@ -205,7 +206,7 @@ def _attach(root, list_path, results_dir, listing: Listing, winners, removed, wh
             first = r.problems[0] if r.problems else f"claim id is not {s.claim_id}"
             why = f"claim {s.claim_path} no longer passes check: {first}"
             why_not[s.path] = why
-            removed.append(Removal(s.claim_id, s.hardware, s.path, why))
+            removed.append(Removal(s.claim_id, s.hardware, s.path, why, s.machine))
             problems.extend(r.problems or (Problem(s.claim_path, 1, "id", why),))
             continue
         if s.claim_path not in entries:
@@ -213,23 +214,26 @@ def _attach(root, list_path, results_dir, listing: Listing, winners, removed, wh
         entry = entries[s.claim_path]
         dirty = is_dirty(s)
         link = s.path if prefix == "." else f"{prefix}/{s.path}"
-        text = " · ".join([
-            format_value(s.metric, float(s.published_value), s.floor_term, safe_text(r.claim.baseline.name)),
-            safe_text(s.hardware_name), dtype_short(s.dtype), f"[record]({link})"] + (["dirty"] if dirty else []))
+        value = format_number(s.metric, float(s.published_value), s.ci_low, s.ci_high, s.floor_term,
+                              markdown(r.claim.baseline.name))
+        parts = (format_number(s.metric, float(s.published_value), s.ci_low, s.ci_high, s.floor_term,
+                               plain(r.claim.baseline.name)), plain(r.claim.kernel.name), plain(s.machine),
+                 dtype_short(plain(s.dtype)), link) + (("dirty",) if dirty else ())
+        text = " · ".join([value, markdown(r.claim.kernel.name), markdown(s.machine), markdown(dtype_short(s.dtype)),
+                           f"[record]({link})"] + (["dirty"] if dirty else []))
         numbers.append(Number(s.claim_id, entry.key, entry.line, s.hardware, s.created_utc, s.path,
-                              text, dirty))
+                              text, dirty, s.machine, parts, show_order(s)))
     return numbers, problems
 
 
-def _finish(root, list_path, text, listing, numbers, removed, summaries, problems, why_not, cap,
-            results_dir) -> PublishPlan:
+def _finish(list_path, text, listing, numbers, removed, summaries, problems, j: Judgement, cap,
+            at, refused, strays, results_dir) -> PublishPlan:
     by_line: dict[int, list[Number]] = {}
     for n in numbers:
         by_line.setdefault(n.entry_line, []).append(n)
-    shown, hidden, expected, updates, cleared = [], [], {}, {}, []
+    shown, hidden, expected, updates, cleared, off = [], [], {}, {}, [], []
     for entry in listing.entries:
-        ns = sorted(by_line.get(entry.line, []), key=lambda n: (n.created_utc, n.claim_id, n.hardware),
-                    reverse=True)
+        ns = sorted(by_line.get(entry.line, []), key=lambda n: n.order, reverse=True)
         shown += ns[:cap]
         hidden += ns[cap:]
         content = "; ".join(n.text for n in ns[:cap]) or None
@@ -239,11 +243,20 @@ def _finish(root, list_path, text, listing, numbers, removed, summaries, problem
             updates[entry.line] = (entry.key, content)
             if content is None:
                 cleared.append((entry.key, old[1]))
+            else:
+                still = {n.claim_id for n in ns}
+                off += [(entry.key, link) for link in _LINK.findall(old[1] if old else "")
+                        if link not in content and _claim_of(link) not in still]
     new_text = apply(text, updates, str(list_path)) if updates else text
     corrupt = tuple(s for s in summaries if not s.ok)
     return PublishPlan(list_path, text, new_text, tuple(shown), tuple(hidden), tuple(removed),
-                       corrupt, tuple(problems), expected, why_not, tuple(cleared),
-                       shown_path(results_dir, root))
+                       corrupt, tuple(problems), expected, j.why_not, tuple(cleared), at, refused,
+                       strays, tuple(sorted(j.tampered.items())), tuple(off))
+
+
+def _claim_of(link: str) -> str:
+    parts = link.split("/")
+    return parts[-2] if len(parts) >= 2 else ""
 
 
 def shown_path(path: Path, root: Path) -> str:
@@ -255,22 +268,61 @@ def shown_path(path: Path, root: Path) -> str:
 
 
 def publish(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,
-            max_per_entry: int = 3, dry_run: bool = False) -> PublishPlan:
+            max_per_entry: int = 3, dry_run: bool = False, now: Optional[str] = None) -> PublishPlan:
     """Plan, then replace the list atomically; refuse if it changed on disk meanwhile."""
     list_path = Path(list_path)
+    if not dry_run:
+        clean_temps(list_path)
     before = list_path.read_bytes()
     st = os.stat(list_path)
     p = plan(root, list_path, results_dir, allow_dirty=allow_dirty, max_per_entry=max_per_entry,
-             text=before.decode("utf-8"))
+             text=before.decode("utf-8"), now=now)
     if dry_run or not p.changed:
         return p
     _replace_if_unchanged(list_path, p.new_text.encode("utf-8"), before, st)
     return p
 
 
-def _replace_if_unchanged(path: Path, data: bytes, before: bytes, st: os.stat_result) -> None:
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+_TEMP = re.compile(r"^\.(?P<list>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]+\.tmp$|^\.(?P<old>.+)\.[A-Za-z0-9_]+\.tmp$")
+
+
+def clean_temps(list_path: Path, age_s: float = 600.0) -> list[Path]:
+    """Remove temp files a killed publish left beside the list: those of a process that is gone,
+    and any older than ten minutes (a publish writes its temp file and renames it within ms)."""
+    gone = []
     try:
+        entries = list(os.scandir(list_path.parent))
+    except OSError:
+        return gone
+    for e in entries:
+        m = _TEMP.match(e.name)
+        if not m or (m.group("list") or m.group("old")) != list_path.name or not e.is_file(follow_symlinks=False):
+            continue
+        pid = int(m.group("pid")) if m.group("pid") else None
+        try:
+            old = time.time() - e.stat(follow_symlinks=False).st_mtime > age_s
+            if old or (pid is not None and not _alive(pid)):
+                os.unlink(e.path)
+                gone.append(Path(e.path))
+        except OSError:
+            continue
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _replace_if_unchanged(path: Path, data: bytes, before: bytes, st: os.stat_result) -> None:
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()
@@ -281,6 +333,9 @@ def _replace_if_unchanged(path: Path, data: bytes, before: bytes, st: os.stat_re
                 or path.read_bytes() != before:
             raise ListChanged(f"{path} changed on disk while publish ran; left it untouched; run publish again")
         os.replace(tmp, path)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+        tmp = None
+    except OSError as e:
+        raise UserError(f"{path}: cannot write the list ({e.strerror or e}); it was left unchanged") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)

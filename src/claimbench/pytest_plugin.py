@@ -10,6 +10,11 @@ Inert unless `--claims PATH` is given. Then:
   which custom items do not get, so the junitxml plugin's LogXML is used directly);
 - `--changed-since`, `--hardware-only` and `--require-gpu` select and refuse as in `claimbench run`.
 When `--claims` is given without test paths, only the claims are collected, not `testpaths`.
+
+A bad input file fails its own item and nothing else: a LIST.md that cannot be parsed becomes a
+failing `LIST.md` item (the claims then run without the entry check, which publish still makes),
+and a claim file that is a symlink loop or a dangling link becomes a failing item of that name,
+where pytest itself would silently skip it. Unit tests run either way.
 """
 
 from __future__ import annotations
@@ -47,6 +52,7 @@ class _State:
     run_timing: dict
     hw: Any = None
     listing: Any = None
+    listing_error: Optional[str] = None
     ran: int = 0
     selected: Optional[set] = None
     notes: list = field(default_factory=list)
@@ -124,7 +130,10 @@ def pytest_sessionstart(session) -> None:
     from claimbench.project import load_listing
 
     st.hw = detect(st.root)
-    st.listing = load_listing(st.root)
+    try:
+        st.listing = load_listing(st.root)
+    except UserError as e:  # the list fails its own item; the unit tests and claims still run
+        st.listing_error = str(e)
     _global_properties(session.config, st.hw)
     if st.gpu_required:
         try:
@@ -166,7 +175,10 @@ class ClaimFile(pytest.File):
 
 def pytest_collection_modifyitems(session, config, items) -> None:
     st = _state(config)
-    if st is None or not (st.changed_since or st.hardware_only):
+    if st is None:
+        return
+    items[:0] = _bad_file_items(session, st)
+    if not (st.changed_since or st.hardware_only):
         return
     from claimbench.ci_options import select
     from claimbench.errors import UsageError, UserError
@@ -200,6 +212,45 @@ def pytest_unconfigure(config) -> None:
     if st is not None and st.servers is not None:
         st.servers.__exit__(None, None, None)
         st.servers = None
+
+
+def _bad_file_items(session, st: _State) -> list:
+    """One failing item per input file that cannot be read: the list, and claim files that are
+    broken links (which pytest's own collection passes over without a word)."""
+    from claimbench.policy import find_claims
+
+    out = []
+    if st.listing_error:
+        out.append(BadFileItem.from_parent(session, name="LIST.md", message=st.listing_error))
+    _, problems = find_claims([str(p) for p in st.paths], st.root)
+    for p in problems:
+        out.append(BadFileItem.from_parent(session, name=Path(p.path).name, message=str(p)))
+    return out
+
+
+class BadInputFile(Exception):
+    """An input file (the list, a claim) that cannot be read; its one-line problem."""
+
+
+class BadFileItem(pytest.Item):
+    """An input file that cannot be read, failing as its own test with its one-line problem."""
+
+    def __init__(self, *, message: str, **kw) -> None:
+        super().__init__(**kw)
+        self.message = message
+
+    def runtest(self) -> None:
+        raise BadInputFile(self.message)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, BadInputFile):
+            from claimbench.safetext import terminal
+
+            return terminal(str(excinfo.value))
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.name, 0, f"file {self.name}"
 
 
 class ClaimItem(pytest.Item):

@@ -15,7 +15,7 @@ from . import __version__, backends, expr
 from .hardware import Hardware, blockers, matches
 from .policy import check_file
 from .precision import evidence_fields
-from .record import PROTOCOL_VERSION, Record, sha256_file, utc_now, write_record
+from .record import PROTOCOL_VERSION, Record, claim_copy, sha256_file, utc_now, write_record
 from .seeds import draw_seeds
 from .srcgraph import claim_sources
 from .status import Status
@@ -317,7 +317,7 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
         source_sha256=hashes, seeds=[*seeds.get("trials", []), *seeds.get("sensitivity", []), seeds.get("timing", 0)],
         hardware={**hw.to_dict(), "slug": hw.slug, "name": hw.name}, hardware_match=ok, hardware_reason=why,
         blockers=list(ev.blockers), mode=("measured-hot" if timing.get("mode") == "hot" else "measured") if ok else "correctness-only",
-        claimed=claim.claimed.model_dump(), precision=claim.precision.model_dump(), flops=flops, bytes=nbytes,
+        **claim_copy(claim), flops=flops, bytes=nbytes,
         tensor_bytes=tensor_bytes, protocol=protocol, correctness=corr, rejections=rejections,
         outcome=outcome, outcome_reason=outcome_reason, kernel=k, baseline=b, throttled_majority=throttled,
         ceilings=ceil, floor_us=floor, floor_term=term, verdict=v.status.value, reason=v.reason,

@@ -2,7 +2,8 @@
 
 GitHub renders `$GITHUB_STEP_SUMMARY` and refuses one over 1 MiB, so the file (what was there
 before included) is kept under that: rows that do not fit are counted in a closing note that
-points to the records, never silently dropped. Cells are escaped so a reason cannot break the table.
+points to the records, never silently dropped. Cells are escaped so a reason cannot break the table
+(and pass through `safetext.plain`, so no control or bidi character reaches the page).
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Iterable
 
+from .safetext import plain
 from .status import Status
 
 LIMIT_BYTES = 1024 * 1024
@@ -19,10 +21,11 @@ MARKS = {Status.VERIFIED: "✅", Status.SKIPPED: "⏭️"}
 
 
 def _cell(text: object, limit: int = REASON_CHARS) -> str:
-    s = " ".join(str(text).split())
+    s = plain(str(text))  # no control, bidi or zero-width character, one line
     if len(s) > limit:
         s = s[: limit - 1] + "…"
-    return s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+    return (s.replace("\\", "\\\\").replace("|", "\\|").replace("<", "&lt;").replace(">", "&gt;")
+            .replace("`", "&#96;"))
 
 
 def _num(x: float | None) -> str:

@@ -2,7 +2,10 @@
 
 PyYAML silently keeps the last of duplicate keys and expands aliases (a "billion laughs" file
 grows without bound), so claims are read through the composed node tree instead, with anchors,
-aliases, custom tags, duplicate keys, non-UTF-8 text and oversized files refused. Every value
+aliases, custom tags, duplicate keys, non-UTF-8 text and oversized files refused. So are values
+nested deeper than any claim needs (a thousand brackets would exhaust Python's recursion) and
+numbers longer than any claim needs (Python refuses to convert integers over 4,300 digits,
+and a float(10**400) overflows): each is one located problem, never a traceback. Every value
 keeps the line it came from, so a later check can say where a problem is.
 """
 
@@ -17,6 +20,8 @@ import yaml
 from .problem import Problem
 
 MAX_BYTES = 1 << 20
+MAX_DEPTH = 16  # a claim nests three levels deep; check_params four
+MAX_NUMBER_CHARS = 64  # 2**64 has 20 digits; no size, rate or tolerance needs more
 
 _Base = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
@@ -115,8 +120,24 @@ def parse_document(raw: bytes, shown: str) -> Document:
             shown, node.start_mark.line + 1, "document",
             "the document is not a mapping; a claim is `key: value` pairs at the top level"))
     doc = Document(shown, None)
+    _check_depth(node, doc)
     doc.data = _build(node, (), doc)
     return doc
+
+
+def _check_depth(root: yaml.Node, doc: Document) -> None:
+    """Refuse a document nested deeper than MAX_DEPTH, walking it without recursion."""
+    stack = [(root, 0)]
+    while stack:
+        node, depth = stack.pop()
+        if depth > MAX_DEPTH:
+            raise YamlRejected(Problem(doc.path, node.start_mark.line + 1, "yaml",
+                                       f"values nested more than {MAX_DEPTH} levels deep; a claim is a few "
+                                       "levels of keys and lists"))
+        if isinstance(node, yaml.MappingNode):
+            stack.extend((v, depth + 1) for _, v in node.value)
+        elif isinstance(node, yaml.SequenceNode):
+            stack.extend((v, depth + 1) for v in node.value)
 
 
 def _refuse_anchors(text: str, shown: str) -> None:
@@ -162,6 +183,7 @@ _constructor = yaml.constructor.SafeConstructor()
 
 
 _IMMUTABLE = {"tag:yaml.org,2002:" + t for t in ("str", "int", "float", "bool", "null")}
+_NUMBERS = {"tag:yaml.org,2002:int", "tag:yaml.org,2002:float"}
 _scalars: dict = {}
 
 
@@ -171,13 +193,19 @@ def _scalar(node: yaml.ScalarNode, kp: KeyPath, doc: Document) -> Any:
     key = (node.tag, node.value)
     if key in _scalars:
         return _scalars[key]
+    where = (doc.path, node.start_mark.line + 1, _dotted(kp) or "yaml")
+    if node.tag in _NUMBERS and len(node.value) > MAX_NUMBER_CHARS:
+        raise YamlRejected(Problem(*where, f"a number of {len(node.value)} characters; claims hold sizes and "
+                                           f"rates of at most {MAX_NUMBER_CHARS} characters"))
     try:
         value = _constructor.construct_object(node, deep=True)
-        if node.tag in _IMMUTABLE and len(_scalars) < 100_000:
-            _scalars[key] = value
-        return value
     except yaml.YAMLError as e:
-        raise YamlRejected(Problem(doc.path, node.start_mark.line + 1, _dotted(kp) or "yaml", str(e))) from None
+        raise YamlRejected(Problem(*where, str(e))) from None
+    except (ValueError, OverflowError) as e:  # e.g. a date YAML reads as a timestamp, out of range
+        raise YamlRejected(Problem(*where, f"cannot be read as {node.tag.rsplit(':', 1)[-1]}: {e}")) from None
+    if node.tag in _IMMUTABLE and len(_scalars) < 100_000:
+        _scalars[key] = value
+    return value
 
 
 def _dotted(kp: KeyPath) -> str:

@@ -29,8 +29,10 @@ def run(args) -> int:
                                      max_per_entry=args.max_per_entry, workers=args.workers, cache=not args.no_cache)
     args.keep_until_exit = checked  # freeing 100,000 summaries costs a third of a second; the CLI exits instead
     n = len(checked)
+    from ..safetext import terminal
+
     for p in problems:
-        print(p)
+        print(terminal(str(p)))
     print(f"audit: {len(problems)} problem{'s' if len(problems) != 1 else ''} in {list_path.name} and "
           f"{n} record{'s' if n != 1 else ''} ({time.perf_counter() - t0:.1f} s)")
     return EXIT_FAILED if problems else EXIT_OK

@@ -6,7 +6,7 @@ import json
 import sys
 
 from ..errors import EXIT_FAILED, EXIT_OK, UsageError
-from ..policy import discover, load_claims
+from ..policy import CheckResult, find_claims, load_claims
 from ..project import find_root, load_listing
 
 
@@ -23,10 +23,10 @@ def gather(args):
     root = find_root(args.root, args.paths)
     for raw in args.paths:
         from pathlib import Path
-        if not Path(raw).exists():
+        if not Path(raw).exists() and not Path(raw).is_symlink():  # a broken link is a located problem
             raise UsageError(f"{raw}: no such file or folder")
-    paths = discover(args.paths, root)
-    if not paths:
+    paths, unreadable = find_claims(args.paths, root)
+    if not paths and not unreadable:
         if args.paths:
             raise UsageError(f"no claim files (*.yaml) found in {', '.join(args.paths)}")
         hint = ("" if (root / "claims").is_dir() else
@@ -34,7 +34,7 @@ def gather(args):
                 "`claimbench --root DIR " + args.command + "`")
         raise UsageError(f"no claim files (*.yaml) found in {root / 'claims'}{hint}")
     listing = load_listing(root, getattr(args, "list_path", None))
-    return root, load_claims(paths, root, listing)
+    return root, load_claims(paths, root, listing) + [CheckResult(p.path, None, (p,)) for p in unreadable]
 
 
 def run(args) -> int:
@@ -48,12 +48,14 @@ def run(args) -> int:
                   sys.stdout, indent=2)
         print()
     else:
+        from ..safetext import terminal
+
         for r in bad:
             for p in r.problems:
-                print(p)
+                print(terminal(str(p)))
         for r in results:  # allowed, but a reviewer reads why
             for n in r.notes:
-                print(n)
+                print(terminal(str(n)))
         print(f"{len(results)} claim{'s' if len(results) != 1 else ''} checked: "
               f"{len(results) - len(bad)} passed, {len(bad)} rejected")
     return EXIT_FAILED if bad else EXIT_OK

@@ -23,7 +23,10 @@ def run(args) -> int:
         hw = c.hardware.device + (":" + "|".join(c.hardware.model) if c.hardware.model != ["*"] else "")
         rows.append((c.id, c.entry, hw, c.precision.dtype, c.claimed.metric, f"{c.claimed.value:g}",
                      "ok" if r.ok else "rejected"))
-    widths = [min(48, max(len(str(row[i])) for row in rows)) for i in range(len(rows[0]))]
+    from ..safetext import plain
+
+    rows = [tuple(plain(str(v)) for v in row) for row in rows]  # claim text reaches a terminal
+    widths = [min(48, max(len(row[i]) for row in rows)) for i in range(len(rows[0]))]
     for row in rows:
-        print("  ".join(str(v)[:w].ljust(w) for v, w in zip(row, widths)).rstrip())
+        print("  ".join(v[:w].ljust(w) for v, w in zip(row, widths)).rstrip())
     return EXIT_OK

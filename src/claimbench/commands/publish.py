@@ -6,7 +6,7 @@ import difflib
 import sys
 from pathlib import Path
 
-from ..errors import EXIT_OK, UsageError
+from ..errors import EXIT_FAILED, EXIT_OK, UsageError
 from ..project import find_root
 
 
@@ -28,7 +28,8 @@ def paths(args) -> tuple[Path, Path, Path]:
 def register(sub) -> None:
     p = sub.add_parser("publish", help="write verified, current numbers into the list",
                        description="For each list entry with a verified, current record, write the number "
-                       "between the entry's claimbench markers; take stale and superseded numbers off.")
+                       "between the entry's claimbench markers; take stale and superseded numbers off. "
+                       "Exit 1 when a record was refused or a number came off (with why), else 0.")
     add_paths(p)
     p.add_argument("--allow-dirty", action="store_true",
                    help="let records from a dirty git tree count (they are labelled 'dirty')")
@@ -46,6 +47,8 @@ def run(args) -> int:
     for line in plan.lines(dry_run=args.dry_run):
         print(line, file=sys.stderr if line.startswith("  !") else sys.stdout)
     if args.dry_run and plan.changed:
-        sys.stdout.writelines(difflib.unified_diff(
+        from ..safetext import terminal
+
+        sys.stdout.writelines(terminal(line.rstrip("\n")) + "\n" for line in difflib.unified_diff(
             plan.text.splitlines(True), plan.new_text.splitlines(True), str(list_path), f"{list_path} (published)"))
-    return EXIT_OK
+    return EXIT_FAILED if plan.failed else EXIT_OK

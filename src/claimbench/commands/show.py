@@ -1,4 +1,7 @@
-"""`claimbench show ID`: one claim, its policy status, and its provenance (records, list)."""
+"""`claimbench show ID`: one claim, its policy status, and its provenance (records, list).
+
+Everything printed from a claim or a record goes through `safetext.terminal`: a title cannot
+carry an escape sequence or reorder the line it is on."""
 
 from __future__ import annotations
 
@@ -19,6 +22,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from ..safetext import terminal as t
+
     if args.record:
         from ..provenance import show_record
         print(show_record(Path(args.record)))
@@ -32,29 +37,26 @@ def run(args) -> int:
     if not match:
         raise UsageError(f"no claim with id {args.id!r} under {root / 'claims'}")
     r = match[0]
-    print(f"claim {args.id}  ({r.path})")
+    lines = [f"claim {args.id}  ({r.path})"]
     if r.claim is not None:
         c = r.claim
-        print(f"  title      {c.title}")
-        print(f"  entry      {c.entry}")
-        print(f"  source     {c.source.kind}: {c.source.title} <{c.source.url}> at {c.source.locator}")
-        print(f"  hardware   {c.hardware.device} {', '.join(c.hardware.model)}"
-              + (f" cc {','.join(c.hardware.compute_capability)}" if c.hardware.compute_capability else "")
-              + (f" {c.hardware.sm_count} SMs" if c.hardware.sm_count else ""))
-        print(f"  workload   {c.workload.inputs} {c.workload.params}")
-        print(f"  precision  {c.precision.dtype}" + (f" (accumulate {c.precision.accumulate})" if c.precision.accumulate else ""))
-        print(f"  kernel     {c.kernel.name}: {c.kernel.impl}")
-        print(f"  baseline   {c.baseline.name}: {c.baseline.impl}")
-        print(f"  checked by {c.correctness.method} vs {c.correctness.reference}, {c.correctness.trials} trials")
-        print(f"  claimed    {c.claimed.metric} {c.claimed.value:g} (tolerance {c.claimed.tolerance:g})")
-    print(f"  policy     {'passes' if r.ok else 'REJECTED'}")
-    for p in r.problems:
-        print(f"    {p}")
-    try:
+        lines += [f"  title      {c.title}", f"  entry      {c.entry}",
+                  f"  source     {c.source.kind}: {c.source.title} <{c.source.url}> at {c.source.locator}",
+                  f"  hardware   {c.hardware.device} {', '.join(c.hardware.model)}"
+                  + (f" cc {','.join(c.hardware.compute_capability)}" if c.hardware.compute_capability else "")
+                  + (f" {c.hardware.sm_count} SMs" if c.hardware.sm_count else ""),
+                  f"  workload   {c.workload.inputs} {c.workload.params}",
+                  f"  precision  {c.precision.dtype}" + (f" (accumulate {c.precision.accumulate})" if c.precision.accumulate else ""),
+                  f"  kernel     {c.kernel.name}: {c.kernel.impl}",
+                  f"  baseline   {c.baseline.name}: {c.baseline.impl}",
+                  f"  checked by {c.correctness.method} vs {c.correctness.reference}, {c.correctness.trials} trials",
+                  f"  claimed    {c.claimed.metric} {c.claimed.value:g} (tolerance {c.claimed.tolerance:g})"]
+    lines.append(f"  policy     {'passes' if r.ok else 'REJECTED'}")
+    lines += [f"    {p}" for p in r.problems]
+    print("\n".join(t(line) for line in lines))
+    if r.claim is not None:
         from ..provenance import show_provenance
-    except ImportError:
-        show_provenance = None
-    if show_provenance is not None and r.claim is not None:
+
         results_dir = Path(args.results) if args.results else root / "results"
         print(show_provenance(root, r.claim.id, results_dir=results_dir))
     return EXIT_OK if r.ok else EXIT_FAILED

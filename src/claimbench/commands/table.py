@@ -27,7 +27,10 @@ def run(args) -> int:
 
     root = find_root(args.root)
     results = Path(args.results) if args.results else root / "results"
-    df = records_table(results, claim=args.claim, hardware=args.hardware, verdict=args.verdict)
+    from ..publish import shown_path
+
+    df = records_table(results, claim=args.claim, hardware=args.hardware, verdict=args.verdict,
+                       shown=shown_path(results, root))
     if args.compare:
         df = compare(df, *args.compare)
     sys.stdout.write(render(df, args.format))
