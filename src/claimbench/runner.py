@@ -15,7 +15,8 @@ from . import __version__, backends, expr
 from .hardware import Hardware, blockers, matches
 from .policy import check_file
 from .precision import evidence_fields
-from .record import PROTOCOL_VERSION, Record, claim_copy, sha256_file, utc_now, write_record
+from .record import (PROTOCOL_VERSION, Record, RecordWriteError, check_writable, claim_copy, keep_unwritable,
+                     sha256_file, utc_now, write_record)
 from .seeds import draw_seeds
 from .srcgraph import claim_sources
 from .status import Status
@@ -72,6 +73,8 @@ def run_claims(paths: list[Path], root: Path, opts: RunOptions, hw: Optional[Har
     from .run.servers import Servers
 
     outcomes = []
+    if paths:
+        check_writable(opts.results)  # one line now, not a lost measurement later
     with Servers(root, opts) as servers:
         if paths:
             servers.start_early()  # its torch import overlaps detection and checking
@@ -153,7 +156,10 @@ def _measure(claim, claim_path: Path, root: Path, hw: Hardware, opts: RunOptions
         res["ceilings"] = ceilings
         res["sandbox"] = sandbox.kind if sandbox.kind == "bwrap" else f"none: {sandbox.why}"
     rec = build_record(claim, Path(claim_path), root, hw, runs, matched=(ok, why), dtype=dtype, device=device)
-    path = write_record(opts.results, rec)
+    try:
+        path = write_record(opts.results, rec)
+    except RecordWriteError as e:  # the measurement is finished: keep it, and say where
+        raise RecordWriteError(f"{e}; the finished record was {keep_unwritable(rec, near=log_path)}") from None
     from .index import append_index
     append_index(opts.results, path, rec)
     return Outcome(claim.id, Path(claim_path), Status(rec.verdict), rec.reason, path, rec.value, rec.ci_low,

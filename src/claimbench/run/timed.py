@@ -30,7 +30,7 @@ from .session import ClaimEnded, ClaimSession, InputSet
 
 _NOW = time.perf_counter_ns
 NULL_CALLS = 31
-RESOLUTION = 20.0  # a CPU block lasts at least this many times the null call's interquartile range
+RESOLUTION = 3.0  # a CPU block lasts at least this many times the null call's interquartile range (the CI and the unresolved count guard the rest)
 
 
 @dataclass
@@ -125,7 +125,7 @@ class RemoteTimer:
             self.calls_per_block[side] = 1
             return 0
         # on CPU the block must also be long against the null call's own spread, or the subtraction
-        # leaves noise (and samples at or below zero) instead of the calls' time
+        # leaves mostly noise; samples at or below zero are counted and refuse the run past 2%
         target = max(self.min_block_us, RESOLUTION * self.bracket.null_iqr_us.get(side, 0.0)) if self.device == "cpu" \
             else self.min_block_us
         n, made = 1, 0
