@@ -155,12 +155,16 @@ def test_ci_bound_tightens_freely_and_loosens_only_with_a_reason_check_shows(tmp
     assert p.key == "claimed.max_ci_halfwidth" and "looser than the cpu default 0.05" in p.message
     assert "claimed.precision_reason" in p.message and p.line == loose.read_text().splitlines().index("  max_ci_halfwidth: 0.08") + 1
     reasoned = _derived(tmp_path, "loose-ci-reason", "tolerance: 0.1",
-                        'tolerance: 0.1\n  max_ci_halfwidth: 0.08\n  precision_reason: "rows\\x1b[31m of 1 us each; timer jitter"')
+                        'tolerance: 0.1\n  max_ci_halfwidth: 0.08\n  precision_reason: "rows of 1 us each; timer jitter"')
     r = _check(reasoned, listing)
     assert r.ok, [str(p) for p in r.problems]
     (n,) = r.notes
     assert str(n) == (f"{r.path}:{n.line}: claimed.precision_reason: loosened: max_ci_halfwidth 0.08 "
-                      "(the cpu default is 0.05), because: rows [31m of 1 us each; timer jitter")
+                      "(the cpu default is 0.05), because: rows of 1 us each; timer jitter")
+    escaped = _derived(tmp_path, "loose-ci-escape", "tolerance: 0.1",
+                       'tolerance: 0.1\n  max_ci_halfwidth: 0.08\n  precision_reason: "rows\\x1b[31m red"')
+    (p,) = _check(escaped, listing).problems  # a reason a reader sees on a terminal holds no escape codes
+    assert p.key == "claimed.precision_reason" and "U+001B" in p.message
     orphan = _derived(tmp_path, "orphan-reason", "tolerance: 0.1", 'tolerance: 0.1\n  precision_reason: "noise"')
     (p,) = _check(orphan, listing).problems
     assert p.key == "claimed" and "set max_ci_halfwidth or drop the reason" in p.message

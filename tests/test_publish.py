@@ -152,7 +152,7 @@ def test_corrupt_and_too_new_records_are_named_and_skipped(tree):
     assert "TFLOP/s" not in text
 
 
-def test_older_record_version_is_migrated_and_published(tree):
+def test_older_record_version_is_migrated_and_not_published_under_an_older_protocol(tree):
     root, _ = tree
     src = rk.FIXTURE / "records_v1" / "softmax-online"
     dst = root / "results" / "records" / "softmax-online"
@@ -161,9 +161,10 @@ def test_older_record_version_is_migrated_and_published(tree):
     rec = load_record(dst / "20261105T090000Z-nvidia-h200-00000000a1.json")
     assert rec.schema_version == 3 and rec.verdict == "verified" and rec.kernel.processes == [0] * 60
     assert rec.hardware_spec is None and rec.workload is None
+    assert rec.protocol_version == 3
     plan = run(root)
-    assert plan.numbers[1].record.endswith("00000000a1.json")  # scan's number comes first in the list
-    assert "1.67× [1.66, 1.68] vs torch.softmax, eager · fixture kernel softmax-online · H200" in (root / "LIST.md").read_text(encoding="utf-8")
+    assert not any(n.record.endswith("00000000a1.json") for n in plan.numbers)  # protocol 3 < the minimum 4
+    assert "1.67×" not in (root / "LIST.md").read_text(encoding="utf-8")
 
 
 def test_list_changed_while_publishing_is_left_untouched(tree, monkeypatch):

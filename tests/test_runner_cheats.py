@@ -53,6 +53,15 @@ def hw(project):
     return detect(project)
 
 
+@pytest.fixture(scope="module")
+def servers(project):
+    """One fork server for the module: torch is imported once, not once per case."""
+    from claimbench.run.servers import Servers
+
+    with Servers(project, RunOptions(results=project / "results")) as s:
+        yield s
+
+
 # fields some cases need beyond the template's defaults
 EXTRA = {
     "prepare_answer": {"kernel_extra": ', prepare: "kernels/cheat/prepare_answer.py:prepare"'},
@@ -62,41 +71,41 @@ EXTRA = {
 }
 
 
-def _run(project, hw, name, file, *, bytes_="8 * rows * cols", flops="", timeout_s=120.0):
+def _run(project, hw, name, file, *, servers=None, bytes_="8 * rows * cols", flops="", timeout_s=120.0):
     path = write_claim(project, name.replace("_", "-"), file, bytes=bytes_, flops=flops, **EXTRA.get(name, {}))
     opts = RunOptions(results=project / "results", timeout_s=timeout_s,
                       timing={"max_time_s": 0.3, "warmup_s": 0.05})
-    return run_one(path, project, hw, opts)
+    return run_one(path, project, hw, opts, servers=servers)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_cheat_is_never_verified(project, hw, name):
+def test_cheat_is_never_verified(project, hw, name, servers):
     allowed, word = CASES[name]
-    out = _run(project, hw, name, name)
+    out = _run(project, hw, name, name, servers=servers)
     assert out.status != Status.VERIFIED
     assert out.status in allowed, (out.status, out.reason)
     words = (word,) if isinstance(word, str) else word
     assert any(w.lower() in out.reason.lower() for w in words), out.reason
 
 
-def test_hang_is_a_timeout_and_the_next_claim_still_runs(project, hw):
-    out = _run(project, hw, "crash_hang", "crash_hang", timeout_s=8.0)
+def test_hang_is_a_timeout_and_the_next_claim_still_runs(project, hw, servers):
+    out = _run(project, hw, "crash_hang", "crash_hang", timeout_s=8.0, servers=servers)
     assert out.status == Status.TIMEOUT
-    after = _run(project, hw, "zeros_after_hang", "zeros")
+    after = _run(project, hw, "zeros_after_hang", "zeros", servers=servers)
     assert after.status == Status.INCORRECT
 
 
-def test_inflated_bytes_are_rejected(project, hw):
-    out = _run(project, hw, "inflated_bytes", "honest", bytes_="1000 * rows * cols")
+def test_inflated_bytes_are_rejected(project, hw, servers):
+    out = _run(project, hw, "inflated_bytes", "honest", bytes_="1000 * rows * cols", servers=servers)
     assert out.status == Status.REJECTED and "declared bytes" in out.reason
 
 
-def test_beating_the_physics_floor_is_rejected(project, hw):
-    out = _run(project, hw, "beats_floor", "honest", flops='  flops: "1.0e15 * rows"\n')
+def test_beating_the_physics_floor_is_rejected(project, hw, servers):
+    out = _run(project, hw, "beats_floor", "honest", flops='  flops: "1.0e15 * rows"\n', servers=servers)
     assert out.status == Status.REJECTED and "physics floor" in out.reason
 
 
-def test_honest_kernel_gets_a_timing_verdict_and_a_record(project, hw):
-    out = _run(project, hw, "honest_run", "honest")
+def test_honest_kernel_gets_a_timing_verdict_and_a_record(project, hw, servers):
+    out = _run(project, hw, "honest_run", "honest", servers=servers)
     assert out.status in (Status.VERIFIED, Status.INCONCLUSIVE, Status.REFUTED), out.reason
     assert out.record_path is not None and out.record_path.is_file()

@@ -91,9 +91,7 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
             servers=None) -> Outcome:
     """One claim; ``servers`` holds the fork servers of this run (one is made when absent)."""
     if servers is None:
-        from .run.servers import Servers
-        with Servers(root, opts) as own:
-            return run_one(claim_path, root, hw, opts, listing=listing, servers=own)
+        servers = _shared_servers(root, opts)
     say = opts.progress or (lambda msg: None)
     checked = check_file(Path(claim_path), root, listing)
     if not checked.ok:
@@ -164,6 +162,24 @@ def _measure(claim, claim_path: Path, root: Path, hw: Hardware, opts: RunOptions
     append_index(opts.results, path, rec)
     return Outcome(claim.id, Path(claim_path), Status(rec.verdict), rec.reason, path, rec.value, rec.ci_low,
                    rec.ci_high, claim.claimed.metric, claim.claimed.value, hw.name)
+
+
+_SHARED: dict = {}
+
+
+def _shared_servers(root: Path, opts: RunOptions):
+    """Callers of run_one without a Servers context (the API, tests) share one fork server per
+    project and sandbox setting for the life of the process: torch is imported once, not per claim."""
+    import atexit
+
+    from .run.servers import Servers
+
+    key = (str(Path(root).resolve()), opts.sandbox, opts.threads)
+    if key not in _SHARED:
+        if not _SHARED:
+            atexit.register(lambda: [s.__exit__(None, None, None) for s in _SHARED.values()])
+        _SHARED[key] = Servers(root, opts).__enter__()
+    return _SHARED[key]
 
 
 def new_run_id() -> str:
