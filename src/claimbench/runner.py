@@ -246,9 +246,16 @@ def _host_allocator() -> dict:
     return {k: os.environ.get(k, v) for k, v in HOST_ALLOCATOR_ENV.items()}
 
 
-def _blockers(hw: Hardware, ok: bool, device: str, timing: dict) -> tuple:
+def _blockers(hw: Hardware, ok: bool, device: str, timing: dict, bracket: Optional[dict] = None) -> tuple:
     """Why this run cannot verify even if its numbers clear the claim."""
     out = list(blockers(hw)) if ok and device == "cuda" else []
+    for side in ("kernel", "baseline"):
+        unresolved = ((bracket or {}).get("unresolved") or {}).get(side, 0)
+        taken = ((bracket or {}).get(side) or {}).get("samples", 0)
+        if taken and unresolved > 0.02 * taken:
+            out.append(f"the orchestrator's clock could not resolve the {side}'s calls: {unresolved} of {taken} samples "
+                       f"were no longer than a null call ({(bracket.get('null_us') or {}).get(side, 0):.0f} us); a "
+                       "quieter machine or a larger workload gives it something to measure")
     n = ((timing.get("calls_per_block") or {}).get("kernel") or 1)
     if ok and timing.get("mode") == "cpu" and n > 1:
         out.append(f"kernel calls were timed in blocks of {n} (each under the block time), so not every "
@@ -311,7 +318,7 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
         metric=claim.claimed.metric, claimed_value=claim.claimed.value, tolerance=claim.claimed.tolerance,
         flops=flops, bytes=nbytes, outcome=outcome, outcome_reason=outcome_reason, rejections=tuple(rejections),
         correctness_passed=corr.get("passed"), correctness_reason=corr.get("reason", ""),
-        hardware_match=ok, hardware_reason=why, blockers=_blockers(hw, ok, device, timing),
+        hardware_match=ok, hardware_reason=why, blockers=_blockers(hw, ok, device, timing, last.get("bracket")),
         kernel=Samples(k["samples_us"], k["rounds"], k["processes"]) if k["samples_us"] else None,
         baseline=Samples(b["samples_us"], b["rounds"], b["processes"]) if b["samples_us"] else None,
         floor_us=floor, floor_term=term, throttled_majority=throttled, tensor_bytes=tensor_bytes,

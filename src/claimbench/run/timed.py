@@ -80,6 +80,7 @@ class RemoteTimer:
         self.bracket = Bracket()
         self.hooks: Optional["Rechecks"] = None
         self.unreleased: set[str] = set()
+        self.nulls: dict[str, list[float]] = {}
 
     def _exchange(self, side: str, msg: m.Call) -> tuple[m.Called, float]:
         if side in self.unreleased:
@@ -112,12 +113,22 @@ class RemoteTimer:
         return reply
 
     def _null(self, side: str) -> float:
-        if side not in self.bracket.null_us:
+        if side not in self.nulls:
             timed = "cpu" if self.device == "cpu" else "cuda"
-            xs = sorted(self._exchange(side, m.Call(null=True, timed=timed))[1] for _ in range(NULL_CALLS))
-            self.bracket.null_us[side] = statistics.median(xs)
-            self.bracket.null_iqr_us[side] = xs[3 * len(xs) // 4] - xs[len(xs) // 4]
+            self.nulls[side] = [self._exchange(side, m.Call(null=True, timed=timed))[1] for _ in range(NULL_CALLS)]
+            self._summarize_nulls(side)
         return self.bracket.null_us[side]
+
+    def _refresh_null(self, side: str) -> None:
+        """One more null call next to each CPU sample: the subtraction follows the machine's state
+        (its load, the side's own threads winding down) instead of a snapshot from the warm-up."""
+        self.nulls[side].append(self._exchange(side, m.Call(null=True, timed="cpu"))[1])
+        self._summarize_nulls(side)
+
+    def _summarize_nulls(self, side: str) -> None:
+        xs = sorted(self.nulls[side])
+        self.bracket.null_us[side] = statistics.median(xs)
+        self.bracket.null_iqr_us[side] = xs[3 * len(xs) // 4] - xs[len(xs) // 4]
 
     def calibrate(self, side: str, fn: Any) -> int:
         self._null(side)
@@ -129,11 +140,11 @@ class RemoteTimer:
         target = max(self.min_block_us, RESOLUTION * self.bracket.null_iqr_us.get(side, 0.0)) if self.device == "cpu" \
             else self.min_block_us
         n, made = 1, 0
-        while True:
+        while True:  # the median of three samples per size: one lucky sample must not end the search
             self.calls_per_block[side] = n
-            s = self.sample(side, fn, record=False)
-            made += n
-            if s.us * n >= target or n >= 1 << 20:
+            per_call = statistics.median(self.sample(side, fn, record=False).us for _ in range(3))
+            made += 3 * n
+            if per_call * n >= target or n >= 1 << 20:
                 return made
             n *= 2
 
@@ -141,6 +152,8 @@ class RemoteTimer:
         n = self.calls_per_block.get(side, 1)
         edits = self.hooks.take_edits(side) if self.hooks is not None and self.device != "cpu" else []
         timed = "cpu" if self.device == "cpu" else "cuda"
+        if self.device == "cpu" and record and side in self.nulls:
+            self._refresh_null(side)  # before the sample: after it, its output must stay for the reads
         self.coord.barrier()  # every rank's sample starts together: a collective waits for its slowest rank
         reply, bracket_us = self._exchange(side, m.Call(n=n, timed=timed, edits=edits))
         b = self.bracket
@@ -148,7 +161,7 @@ class RemoteTimer:
             net = bracket_us - self._null(side)
             if net <= 0.0 and record:
                 b.unresolved[side] += 1
-            us = max(net, 1e-3) / n  # never zero: the count above refuses a run whose clock could not resolve it
+            us = max(net, 1e-3) / n  # never zero: the count above makes a run it could not resolve inconclusive
             if record:
                 b.brackets_us[side].append(bracket_us)
                 b.side_us[side].append(reply.side_us * n)
