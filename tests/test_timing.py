@@ -342,10 +342,6 @@ def test_stream_check_same_stream_work_after_the_events():
     assert not ok and "stream 7" in why
 
 
-def test_timing_module_exposes_cuda_names():
-    assert timing.stream_check is stream_check and timing.CudaEventTimer is CudaEventTimer
-
-
 # ---- on a real GPU (skipped without one) --------------------------------------------------------
 
 @pytest.mark.gpu

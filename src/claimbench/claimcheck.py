@@ -15,20 +15,17 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
+from .codeprint import code_fingerprint
 from .jsonio import dumps_json_line, loads_json
 from .problem import Problem
 
-_CODE = ("policy.py", "rules.py", "srcgraph.py", "claim.py", "yamlsafe.py", "expr.py", "listing.py",
-         "problem.py", "claimcheck.py")
+_CODE = ("claimbench.policy", "claimbench.rules", "claimbench.srcgraph", "claimbench.claim", "claimbench.yamlsafe",
+         "claimbench.expr", "claimbench.listing", "claimbench.problem", "claimbench.claimcheck",
+         "claimbench.codeprint")
 
 
 def _fingerprint() -> str:
-    h = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    for name in _CODE:
-        p = here / name
-        h.update(p.read_bytes() if p.is_file() else b"-")
-    return h.hexdigest()[:16]
+    return code_fingerprint(_CODE)
 
 
 def _listing_digest(listing) -> str:

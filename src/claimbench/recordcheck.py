@@ -16,6 +16,7 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Iterable, Optional
 
+from .codeprint import code_fingerprint
 from .index import Summary, paused_gc, read_summary
 from .jsonio import canonical_json, dumps_json_line, loads_json
 from .record import Record, RecordError, read_record_bytes
@@ -91,12 +92,11 @@ def _compare(rec: Record, v) -> list[tuple[str, str]]:
 
 def fingerprint() -> str:
     """Changes whenever the code that decides a record's problems changes."""
-    h = hashlib.sha256()
-    here = Path(__file__).resolve().parent
-    for name in ("recordcheck.py", "verdict.py", "bootstrap.py", "record.py", "recordwrite.py", "index.py",
-                 "status.py", "display.py", "provenance.py", "claimcopy.py", "jsonio.py", "precision.py"):
-        h.update((here / name).read_bytes())
-    return h.hexdigest()[:16]
+    return code_fingerprint((
+        "claimbench.recordcheck", "claimbench.verdict", "claimbench.bootstrap", "claimbench.record",
+        "claimbench.recordwrite", "claimbench.index", "claimbench.status", "claimbench.display",
+        "claimbench.provenance", "claimbench.claimcopy", "claimbench.jsonio", "claimbench.precision",
+        "claimbench.codeprint"))
 
 
 def _init(known: frozenset) -> None:

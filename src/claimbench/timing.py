@@ -288,21 +288,3 @@ def measure_pair(kernel: Callable[[], Any], baseline: Callable[[], Any], timer: 
         calls_per_block=cpb if timer.mode in ("cpu", "hot") else None, n_rounds=r,
         elapsed_s=clock() - t1, throttled_majority=k.throttled_majority or b.throttled_majority,
         config=asdict(config))
-
-
-def make_timer(device: str, config: TimingConfig, **cuda_kw: Any) -> Timer:
-    """CpuTimer for "cpu"; CudaEventTimer (cold unless config.hot) for "cuda"."""
-    if device == "cpu":
-        return CpuTimer(min_block_us=config.min_block_us)
-    from claimbench.timing_cuda import CudaEventTimer
-
-    return CudaEventTimer(hot=config.hot or not config.cold, flush_bytes=config.flush_bytes, **cuda_kw)
-
-
-def __getattr__(name: str) -> Any:
-    """CUDA pieces live in timing_cuda.py; reachable here by their documented names."""
-    if name in ("CudaEventTimer", "stream_check", "profile_activities", "StreamProfile", "check_streams"):
-        from claimbench import timing_cuda
-
-        return getattr(timing_cuda, name)
-    raise AttributeError(name)
