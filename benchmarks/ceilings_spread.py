@@ -27,8 +27,8 @@ ROOT = Path(__file__).resolve().parents[1]
 PROBE = """
 import json, sys, time
 from pathlib import Path
-from claimbench.ceilings import load_or_measure
-from claimbench.detect import detect
+from claimbench.machine.ceilings import load_or_measure
+from claimbench.machine.detect import detect
 hw = detect(Path(sys.argv[2]), with_gpu=False)
 t0 = time.perf_counter()
 c = load_or_measure(Path(sys.argv[1]), hw, ("float32",))

@@ -41,7 +41,7 @@ import sys, yaml, torch
 from pathlib import Path
 from torch.utils.benchmark import Timer
 sys.path.insert(0, {str(ROOT)!r})
-from claimbench.loader import load
+from claimbench.side.loader import load
 c = yaml.safe_load(Path({str(claim)!r}).read_text())
 torch.set_num_threads({threads})
 mk = load(Path({str(ROOT)!r}), c["workload"]["inputs"])

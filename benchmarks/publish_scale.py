@@ -30,7 +30,7 @@ from pathlib import Path
 
 import numpy as np
 
-from claimbench.record import PROTOCOL_VERSION, SCHEMA_VERSION
+from claimbench.store.record import PROTOCOL_VERSION, SCHEMA_VERSION
 
 HW = ["nvidia-h200", "nvidia-h100-80gb-hbm3", "nvidia-a100-sxm4-80gb", "nvidia-b200", "nvidia-gh200-480gb",
       "nvidia-l40s", "nvidia-rtx-6000-ada-generation", "nvidia-h20", "nvidia-a10g", "nvidia-b300"]
@@ -81,7 +81,7 @@ def make_project(root: Path) -> None:
 
 def templates() -> dict[int, list[dict]]:
     """Per claim kind, TEMPLATES sample sets with their decide() outcome."""
-    from claimbench.verdict import Evidence, Samples, decide
+    from claimbench.stats.verdict import Evidence, Samples, decide
 
     rng = np.random.default_rng(0)
     out = {}
@@ -217,14 +217,14 @@ def timed(cmd: list[str], root: Path) -> tuple[float, float, str]:
 
 
 def fingerprints() -> str:
-    out = subprocess.run([sys.executable, "-c", "from claimbench import audit, claimcheck; "
+    out = subprocess.run([sys.executable, "-c", "from claimbench.gate import claimcheck; from claimbench.report import audit; "
                           "print(audit.fingerprint(), claimcheck._fingerprint())"], capture_output=True, text=True)
     return out.stdout.strip()
 
 
 def measure(root: Path) -> dict[str, tuple[float, float, str]]:
     r = ["--root", str(root)]
-    py = [sys.executable, "-c", "import sys; from claimbench.index import read_index; "
+    py = [sys.executable, "-c", "import sys; from claimbench.store.index import read_index; "
           "i = read_index(sys.argv[1]); print(len(i.summaries), 'records,', i.reread, 'read from disk')",
           str(root / "results")]
     (root / "results" / "index.jsonl").unlink(missing_ok=True)

@@ -41,7 +41,7 @@ def pytest_collection_modifyitems(config, items):
 def honest_timing(outcome) -> bool:
     """An honest claim on a shared machine: verified, or inconclusive for the machine's load or the
     CI's width (the runner is right to refuse a number then); never refuted, rejected or incorrect."""
-    from claimbench.status import Status
+    from claimbench.stats.status import Status
 
     if outcome.status == Status.VERIFIED:
         return True

@@ -12,11 +12,11 @@ from pathlib import Path
 
 import numpy as np
 
-from claimbench import expr
-from claimbench.claim import Claim
-from claimbench.index import append_index
-from claimbench.record import MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, Record, claim_copy, sha256_file, write_record
-from claimbench.yamlsafe import load_document
+from claimbench.spec import expr
+from claimbench.spec.claim import Claim
+from claimbench.store.index import append_index
+from claimbench.store.record import MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, Record, claim_copy, sha256_file, write_record
+from claimbench.spec.yamlsafe import load_document
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "publish"
 HARDWARE = {
@@ -59,7 +59,7 @@ def build(root: Path, claim_id: str, *, hw: str = "nvidia-h200", created: str = 
           protocol_version: int = PROTOCOL_VERSION, mode: str = "measured", correctness_passed: bool = True,
           floor_us: float | None = None, noise: float = 0.01, **overrides) -> Record:
     """One record for `claim_id` as the runner would write it; the verdict comes from decide()."""
-    from claimbench.verdict import decide
+    from claimbench.stats.verdict import decide
 
     claim = load_claim(root, claim_id)
     params = claim.workload.params

@@ -8,9 +8,9 @@ import shutil
 import pytest
 
 import recordkit as rk
-from claimbench.audit import audit, check_record, fingerprint
-from claimbench.publish import publish
-from claimbench.record import SCHEMA_VERSION, load_record
+from claimbench.report.audit import audit, check_record, fingerprint
+from claimbench.report.publish import publish
+from claimbench.store.record import SCHEMA_VERSION, load_record
 
 
 @pytest.fixture
@@ -197,8 +197,8 @@ def test_data_layer_imports_no_gpu_stack_nor_pandas():
     import subprocess
     import sys
 
-    code = ("import sys, claimbench.publish, claimbench.audit, claimbench.index, claimbench.claimcheck, "
-            "claimbench.provenance, claimbench.cli; claimbench.cli.build_parser(); "
+    code = ("import sys, claimbench.report.publish, claimbench.report.audit, claimbench.store.index, claimbench.gate.claimcheck, "
+            "claimbench.store.provenance, claimbench.cli; claimbench.cli.build_parser(); "
             "print(sorted(m for m in ('torch', 'triton', 'cupy', 'pandas', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"

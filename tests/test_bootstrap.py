@@ -5,8 +5,8 @@ import math
 import numpy as np
 import pytest
 
-from claimbench import bootstrap as B
-from claimbench.verdict import Evidence, decide, decide_many
+from claimbench.stats import resample as B
+from claimbench.stats.verdict import Evidence, decide, decide_many
 
 
 def plain_ci(metric, kernel, baseline, resamples=B.RESAMPLES, nbytes=None):

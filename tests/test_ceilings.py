@@ -5,11 +5,11 @@ from datetime import datetime, timezone
 
 import pytest
 
-from claimbench import ceilings as C
-from claimbench import ceilings_measure as M
-from claimbench.ceilings import (Ceilings, achieved_gbps, achieved_tflops, floor_us, floor_violation,
+from claimbench.machine import ceilings as C
+from claimbench.machine import ceilings_measure as M
+from claimbench.machine.ceilings import (Ceilings, achieved_gbps, achieved_tflops, floor_us, floor_violation,
                                  load_or_measure, measure_ceilings, rate_tflops, sol_fraction)
-from claimbench.hardware import CpuInfo, GpuInfo, Hardware, Software
+from claimbench.machine.hardware import CpuInfo, GpuInfo, Hardware, Software
 
 H200 = Ceilings(key="GPU-1", device="cuda", bandwidth_gbps=4000.0,
                 matrix_tflops={"bfloat16": 800.0, "float16": 800.0, "tf32": 400.0, "float32": 50.0,
@@ -226,14 +226,14 @@ def test_unsettled_ceilings_are_measured_again_an_hour_later_and_only_raised(tmp
 
 
 def test_ceilings_process_entry_point(tmp_path):
-    """`python -m claimbench.ceilings` answers from the cache with one JSON line and imports no kernel."""
+    """`python -m claimbench.machine.ceilings` answers from the cache with one JSON line and imports no kernel."""
     import subprocess
     import sys
 
     hw = _cpu_hw("Fixture CPU")
     C._cache_path(tmp_path, hw).write_text(json.dumps(_cached(hw, measured_at="2026-01-01T00:00:00+00:00").to_dict()))
     job = json.dumps({"cache": str(tmp_path), "hardware": hw.to_dict(), "dtypes": ["float32"]})
-    probe = ("import runpy, sys, json\nsys.argv = ['x']\ntry:\n    runpy.run_module('claimbench.ceilings', run_name='__main__')\n"
+    probe = ("import runpy, sys, json\nsys.argv = ['x']\ntry:\n    runpy.run_module('claimbench.machine.ceilings', run_name='__main__')\n"
              "except SystemExit:\n    pass\nprint(json.dumps(sorted(m for m in sys.modules if m.split('.')[0] in ('kernels', 'torch'))))\n")
     out = subprocess.run([sys.executable, "-c", probe], input=job, capture_output=True, text=True, timeout=120, check=True)
     first, modules = out.stdout.strip().splitlines()

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from claimbench.changed import changed_claims
+from claimbench.ci.changed import changed_claims
 from claimbench.errors import UsageError
 
 FIX = Path(__file__).resolve().parent / "fixtures"

@@ -5,9 +5,9 @@ from pathlib import Path
 
 import pytest
 
-from claimbench.ci_options import add_ci_options, select, select_for_ci
+from claimbench.ci.options import add_ci_options, select, select_for_ci
 from claimbench.errors import UserError
-from claimbench.hardware import CpuInfo, GpuInfo, Hardware, Software
+from claimbench.machine.hardware import CpuInfo, GpuInfo, Hardware, Software
 
 ROOT = Path(__file__).resolve().parents[1]
 DIST = ROOT / "tests" / "fixtures" / "distributed"

@@ -9,8 +9,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from claimbench.listing import parse_list
-from claimbench.policy import check_file
+from claimbench.report.listing import parse_list
+from claimbench.gate.policy import check_file
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VALID = FIXTURES / "claims" / "valid" / "softmax-cpu.yaml"

@@ -7,10 +7,10 @@ import shutil
 import pytest
 
 import recordkit as rk
-from claimbench import claimcheck
-from claimbench.listing import parse_list
-from claimbench.policy import load_claims
-from claimbench.record import sha256_file
+from claimbench.gate import claimcheck
+from claimbench.report.listing import parse_list
+from claimbench.gate.policy import load_claims
+from claimbench.store.record import sha256_file
 
 PATHS = ["claims/softmax-online.yaml", "claims/deepgemm-fp8.yaml", "claims/blackwell-time.yaml"]
 
@@ -73,7 +73,7 @@ def test_duplicate_ids_are_caught_with_cached_results(root):
 
 
 def test_parallel_matches_serial(root, monkeypatch):
-    from claimbench import policy
+    from claimbench.gate import policy
 
     paths = sorted(f"claims/{p.name}" for p in (root / "claims").glob("*.yaml"))
     serial = claimcheck.check_claims(paths, root, listing(root))

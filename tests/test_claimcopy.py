@@ -3,8 +3,8 @@
 from __future__ import annotations
 
 import recordkit as rk
-from claimbench import claimcopy as C
-from claimbench import record as R
+from claimbench.store import claimcopy as C
+from claimbench.store import record as R
 
 
 def test_claim_copy_is_exactly_what_the_record_holds():

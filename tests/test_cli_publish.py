@@ -69,7 +69,7 @@ def test_show_record(root, capsys):
 
 
 def test_site_command_wiring(root, capsys, monkeypatch):
-    import claimbench.site
+    import claimbench.report.site
 
     seen = {}
 
@@ -77,7 +77,7 @@ def test_site_command_wiring(root, capsys, monkeypatch):
         seen.update(root=r, out=out, list_path=list_path, results_dir=results_dir, records_url=records_url)
         return out / "index.html"
 
-    monkeypatch.setattr(claimbench.site, "build_site", fake)
+    monkeypatch.setattr(claimbench.report.site, "build_site", fake)
     assert main(["--root", str(root), "site"]) == 0
     assert seen["out"] == root / "results" / "site" and seen["list_path"] == root / "LIST.md"
     assert seen["records_url"] is None

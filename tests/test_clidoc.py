@@ -35,7 +35,7 @@ def test_every_command_and_option_has_help():
 
 
 def test_every_pytest_plugin_option_has_help():
-    from claimbench import pytest_plugin
+    from claimbench.ci import pytest_plugin
 
     seen = []
 

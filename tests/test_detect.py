@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from claimbench.detect import Nvml, detect, git_state
-from claimbench.hardware import Hardware
+from claimbench.machine.detect import Nvml, detect, git_state
+from claimbench.machine.hardware import Hardware
 
 
 def test_detect_here_is_cpu_with_model_versions_and_git(root):
@@ -26,7 +26,7 @@ def test_detect_here_is_cpu_with_model_versions_and_git(root):
 
 
 def test_detect_without_nvml_never_imports_torch(root):
-    code = ("import sys; from pathlib import Path; from claimbench.detect import detect; "
+    code = ("import sys; from pathlib import Path; from claimbench.machine.detect import detect; "
             f"hw = detect(Path({str(root)!r})); assert hw.device in ('cpu', 'cuda'); "
             "print('torch' in sys.modules, hw.device)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout.split()
@@ -70,7 +70,7 @@ def test_gpu_path_merges_nvml_and_torch(root):
 
 
 def test_gpu_listed_but_torch_without_cuda_is_cpu(root, monkeypatch):
-    import claimbench.detect as d
+    import claimbench.machine.detect as d
 
     monkeypatch.setattr(d, "_torch_cuda_props", lambda: None)
     hw = detect(root, nvml=FakeNvml())

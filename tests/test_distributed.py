@@ -15,12 +15,12 @@ from pathlib import Path
 
 import pytest
 
-from claimbench.policy import check_file
+from claimbench.gate.policy import check_file
 from claimbench.run import census
 from claimbench.run.job import Job
 from claimbench.run.launch import Nodes, launch
 from claimbench.run.ranked import merge_correctness, tagged
-from claimbench.seeds import draw_seeds
+from claimbench.run.seeds import draw_seeds
 
 DIST = Path(__file__).resolve().parent / "fixtures" / "distributed"  # its own root: claims/, kernels/, LIST.md
 GLOO_CLAIM = DIST / "claims" / "allreduce-gloo.yaml"
@@ -47,8 +47,8 @@ def _launch(job: Job, nodes: Nodes = Nodes()) -> dict:
 
 def test_two_rank_gloo_claim_end_to_end(tmp_path):
     """Through the runner: one record, every rank's outputs checked, the topology kept."""
-    from claimbench.detect import detect
-    from claimbench.record import Record
+    from claimbench.machine.detect import detect
+    from claimbench.store.record import Record
     from claimbench.runner import RunOptions, run_one
 
     hw = detect(DIST, with_gpu=False)
@@ -167,7 +167,7 @@ def test_merge_names_the_rank_that_failed_and_keeps_shared_rejections_once():
 def test_hardware_count_must_divide_over_nodes():
     from pydantic import ValidationError
 
-    from claimbench.claim import HardwareSpec
+    from claimbench.spec.claim import HardwareSpec
 
     with pytest.raises(ValidationError, match="divide"):
         HardwareSpec(device="cpu", model=["*"], count=3, nodes=2)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from claimbench import expr
+from claimbench.spec import expr
 
 PARAMS = {"rows": 3, "cols": 1000, "name": "x", "flag": True}
 

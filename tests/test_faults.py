@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 import recordkit as rk
-from claimbench import publish as pub
-from claimbench.audit import audit
+from claimbench.report import publish as pub
+from claimbench.report.audit import audit
 from claimbench.cli import main
-from claimbench.record import MAX_RECORD_BYTES
+from claimbench.store.record import MAX_RECORD_BYTES
 
 NOW = "2026-12-01T12:00:00.000000Z"
 SRC = str(Path(__file__).resolve().parents[1] / "src")

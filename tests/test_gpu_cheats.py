@@ -16,7 +16,7 @@ import cheat_project
 import pytest
 from cheat_project import FIXTURES, HEAD, SOFTMAX, make_project
 
-from claimbench.status import Status
+from claimbench.stats.status import Status
 
 # Claims 5000 GB/s for a 32 MB row sum: more than HBM can deliver (H200 datasheet 4.8 TB/s,
 # 4.3 TB/s measured copy), so only an input read from L2 could reach it.
@@ -103,14 +103,14 @@ def project(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hw(project):
-    from claimbench.detect import detect
+    from claimbench.machine.detect import detect
     return detect(project)
 
 
 @pytest.mark.gpu
 @pytest.mark.parametrize("name", list(CASES))
 def test_gpu_cheat_is_never_verified(project, hw, name):
-    from claimbench.hardware import blockers
+    from claimbench.machine.hardware import blockers
     if hw.device != "cuda":
         pytest.skip("claimbench detected no CUDA device")
     if name == "honest" and blockers(hw):
@@ -131,8 +131,8 @@ def test_gpu_cheat_is_never_verified(project, hw, name):
 def test_gpu_cheat_claims_pass_the_policy(project, name, device):
     """Without a GPU: every case's claim is well-formed, so on the GPU a refusal comes from the
     run, never from a malformed fixture."""
-    from claimbench.policy import check_file
-    from claimbench.project import load_listing
+    from claimbench.gate.policy import check_file
+    from claimbench.spec.project import load_listing
     path = write_claim(project, name, device)
     res = check_file(path, project, load_listing(project))
     assert res.ok, [str(p) for p in res.problems]

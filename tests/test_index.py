@@ -8,7 +8,7 @@ import os
 import pytest
 
 import recordkit as rk
-from claimbench import index as ix
+from claimbench.store import index as ix
 
 
 @pytest.fixture

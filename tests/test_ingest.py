@@ -11,9 +11,9 @@ import pytest
 
 import recordkit as rk
 from claimbench.cli import main
-from claimbench.ingest import find_records, ingest
-from claimbench.publish import publish
-from claimbench.record import MIN_PROTOCOL_VERSION, write_record
+from claimbench.report.ingest import find_records, ingest
+from claimbench.report.publish import publish
+from claimbench.store.record import MIN_PROTOCOL_VERSION, write_record
 
 
 def _git(root: Path, *args: str) -> str:

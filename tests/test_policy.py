@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from claimbench.listing import parse_list
-from claimbench.policy import check_file, discover, load_claims
+from claimbench.report.listing import parse_list
+from claimbench.gate.policy import check_file, discover, load_claims
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VALID = FIXTURES / "claims" / "valid" / "softmax-cpu.yaml"

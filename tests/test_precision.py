@@ -5,9 +5,9 @@ import math
 import numpy as np
 import pytest
 
-from claimbench import precision as P
-from claimbench.status import Status
-from claimbench.verdict import Evidence, Samples, bootstrap_ci, decide
+from claimbench.stats import precision as P
+from claimbench.stats.status import Status
+from claimbench.stats.verdict import Evidence, Samples, bootstrap_ci, decide
 
 
 def sides(k_us, b_us, n=200, noise=1.0, seed=0, per_round=10):
@@ -139,7 +139,7 @@ def test_precision_reached_stops_only_where_the_verdict_agrees():
 
 
 def test_record_carries_the_fields_into_evidence():
-    from claimbench.record import Record
+    from claimbench.store.record import Record
 
     fields = dict(protocol_version=4, claim_id="x", created_utc="2026-01-01T00:00:00.000000Z", harness_version="0",
                   claim_sha256="0" * 64, claim_path="claims/x.yaml", verdict="error", reason="",

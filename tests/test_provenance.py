@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 import recordkit as rk
-from claimbench.provenance import show_provenance, show_record
-from claimbench.publish import publish
+from claimbench.store.provenance import show_provenance, show_record
+from claimbench.report.publish import publish
 
 
 @pytest.fixture

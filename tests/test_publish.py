@@ -11,9 +11,9 @@ from pathlib import Path
 import pytest
 
 import recordkit as rk
-from claimbench import publish as pub
-from claimbench.listing import ListError
-from claimbench.record import MIN_PROTOCOL_VERSION, load_record
+from claimbench.report import publish as pub
+from claimbench.report.listing import ListError
+from claimbench.store.record import MIN_PROTOCOL_VERSION, load_record
 
 GOLDEN = rk.FIXTURE / "LIST.published.md"
 

@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from claimbench import detect as detect_mod
+from claimbench.machine import detect as detect_mod
 from claimbench import runner
-from claimbench.hardware import CpuInfo, GpuInfo, Hardware, Software
+from claimbench.machine.hardware import CpuInfo, GpuInfo, Hardware, Software
 from claimbench.runner import Outcome
-from claimbench.status import Status
+from claimbench.stats.status import Status
 
 pytest_plugins = ["pytester"]
 
@@ -97,7 +97,7 @@ def test_junit_gets_hardware_and_per_claim_properties(pytester, fake):
     tree = ET.parse(pytester.path / "out.xml")
     suite = tree.getroot().find("testsuite")
     props = {p.get("name"): p.get("value") for p in suite.find("properties")}
-    assert props["claimbench.hardware"] == "NVIDIA H200"
+    assert props["claimbench.machine.hardware"] == "NVIDIA H200"
     assert props["claimbench.device"] == "cuda"
     assert props["claimbench.gpu_count"] == "1"
     assert props["claimbench.git_commit"] == "abc123"

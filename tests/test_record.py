@@ -5,7 +5,7 @@ import re
 
 import pytest
 
-from claimbench.record import SCHEMA_VERSION, RecordError, load_record, parse_record, write_record
+from claimbench.store.record import SCHEMA_VERSION, RecordError, load_record, parse_record, write_record
 
 
 def _minimal(**kw):
@@ -51,7 +51,7 @@ import multiprocessing as mp  # noqa: E402
 import os  # noqa: E402
 
 import recordkit as rk  # noqa: E402
-from claimbench import record as R  # noqa: E402
+from claimbench.store import record as R  # noqa: E402
 from claimbench.errors import UserError  # noqa: E402
 
 
@@ -193,7 +193,7 @@ def test_stale_temp_files_of_a_killed_write_are_removed(tmp_path):
 
 
 def test_a_record_holds_the_hardware_block_as_the_runner_builds_it():
-    from claimbench.hardware import CpuInfo, GpuInfo, Hardware, Software
+    from claimbench.machine.hardware import CpuInfo, GpuInfo, Hardware, Software
 
     gpu = GpuInfo(0, "NVIDIA H200", None, "9.0", 132, None, None, "570.1", "12.8",
                   None, None, None, None, None, None, None, False, True)

@@ -12,7 +12,7 @@ import subprocess
 import tarfile
 from pathlib import Path
 
-from claimbench.audit import audit
+from claimbench.report.audit import audit
 
 ROOT = Path(__file__).resolve().parents[1]
 AUDITED = ("LIST.md", "claims", "kernels", "results/records")

@@ -11,7 +11,7 @@ import pytest
 
 import recordkit as rk
 from claimbench.cli import main
-from claimbench.record import load_record
+from claimbench.store.record import load_record
 from claimbench.reproduce import Comparison, recipe
 from test_scaffold import make_project
 

@@ -7,11 +7,11 @@ from pathlib import Path
 import pytest
 from conftest import honest_timing
 
-from claimbench.detect import detect
-from claimbench.record import load_record
+from claimbench.machine.detect import detect
+from claimbench.store.record import load_record
 from claimbench.runner import RunOptions, run_one
-from claimbench.status import Status
-from claimbench.verdict import decide
+from claimbench.stats.status import Status
+from claimbench.stats.verdict import decide
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -9,9 +9,9 @@ from __future__ import annotations
 import pytest
 from cheat_project import make_project, write_claim
 
-from claimbench.detect import detect
+from claimbench.machine.detect import detect
 from claimbench.runner import RunOptions, run_one
-from claimbench.status import Status
+from claimbench.stats.status import Status
 
 # cheat file -> statuses it may end in (never verified), and a word (or a tuple of alternatives) the reason must contain
 CASES = {

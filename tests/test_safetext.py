@@ -8,11 +8,11 @@ import re
 import pytest
 
 import recordkit as rk
-from claimbench import safetext
-from claimbench.audit import audit
+from claimbench.spec import safetext
+from claimbench.report.audit import audit
 from claimbench.cli import main
-from claimbench.listing import parse_list, read_region
-from claimbench.publish import publish
+from claimbench.report.listing import parse_list, read_region
+from claimbench.report.publish import publish
 
 NOW = "2026-12-01T12:00:00.000000Z"
 HOSTILE = {

@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from claimbench.cli import main
-from claimbench.policy import check_file
-from claimbench.project import load_listing
+from claimbench.gate.policy import check_file
+from claimbench.spec.project import load_listing
 
 TESTS = Path(__file__).resolve().parent
 LIST = """# A list
@@ -116,7 +116,7 @@ def test_both_examples_pass_the_runners_correctness_check(project):
     """The CPU example's model is narrowed to no machine, so both take the CPU correctness path
     (trials, check shapes, null models, static rules, trace) without timing."""
     from claimbench.runner import RunOptions, run_claims
-    from claimbench.status import Status
+    from claimbench.stats.status import Status
 
     assert main(["--root", str(project), "new", "scan-cpu"]) == 0
     assert main(["--root", str(project), "new", "scan-gpu", "--device", "cuda"]) == 0

@@ -8,7 +8,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
-from claimbench.claim import json_schema
+from claimbench.spec.claim import json_schema
 
 ROOT = Path(__file__).resolve().parents[1]
 COMMITTED = ROOT / "schema" / "claim.schema.json"
@@ -23,7 +23,7 @@ def test_committed_schema_has_not_drifted():
     # round-trip through JSON so tuples/lists and key order compare as the file stores them
     current = json.loads(json.dumps(json_schema()))
     assert _committed() == current, (
-        "schema/claim.schema.json is out of date with claimbench.claim; run `claimbench schema` and commit it")
+        "schema/claim.schema.json is out of date with claimbench.spec.claim; run `claimbench schema` and commit it")
 
 
 def test_schema_is_valid_draft07():

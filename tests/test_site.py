@@ -16,8 +16,8 @@ from urllib.parse import unquote, urlparse
 import pytest
 
 import recordkit as rk
-from claimbench.publish import publish
-from claimbench.site import build_site
+from claimbench.report.publish import publish
+from claimbench.report.site import build_site
 
 
 class Page(HTMLParser):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from claimbench.sitemd import clean, inline, render, safe_url, slug
+from claimbench.report.sitemd import clean, inline, render, safe_url, slug
 
 
 def test_clean_shows_control_and_bidi_characters():

@@ -6,8 +6,8 @@ import itertools
 
 import pytest
 
-from claimbench import siteplots
-from claimbench.siteplots import Bar, Point
+from claimbench.report import siteplots
+from claimbench.report.siteplots import Bar, Point
 
 
 def _boxes(fig, texts):

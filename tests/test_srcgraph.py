@@ -6,11 +6,11 @@ from pathlib import Path
 
 import pytest
 
-from claimbench.claim import Claim
-from claimbench.listing import parse_list
-from claimbench.policy import check_file
-from claimbench.srcgraph import claim_sources, import_chain, task_side_rule
-from claimbench.yamlsafe import load_document
+from claimbench.spec.claim import Claim
+from claimbench.report.listing import parse_list
+from claimbench.gate.policy import check_file
+from claimbench.gate.srcgraph import claim_sources, import_chain, task_side_rule
+from claimbench.spec.yamlsafe import load_document
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SPLIT = FIXTURES / "kernels" / "split"

@@ -12,11 +12,11 @@ import subprocess
 import pytest
 
 import recordkit as rk
-from claimbench.audit import audit
+from claimbench.report.audit import audit
 from claimbench.cli import main
-from claimbench.publish import plan, publish
-from claimbench.record import load_record
-from claimbench.verdict import decide
+from claimbench.report.publish import plan, publish
+from claimbench.store.record import load_record
+from claimbench.stats.verdict import decide
 
 NOW = "2026-12-01T12:00:00.000000Z"
 
@@ -40,7 +40,7 @@ def edit(path, fn):
 
 def redecide(d):
     """Make an edited record self-consistent again, as a careful forger would."""
-    from claimbench.record import parse_record
+    from claimbench.store.record import parse_record
 
     v = decide(parse_record(d, "x").evidence())
     d.update(verdict=v.status.value, reason=v.reason, value=v.value, ci_low=v.ci_low, ci_high=v.ci_high,
@@ -260,7 +260,7 @@ def committed(tree):
 
 
 def test_a_changed_committed_record_is_refused_and_dirties_the_tree(committed):
-    from claimbench.provenance import tree_changes
+    from claimbench.store.provenance import tree_changes
 
     root, recs = committed
     assert tree_changes(root) == []
@@ -280,7 +280,7 @@ def test_a_deleted_committed_record_does_not_bring_an_old_number_back(committed)
 
 
 def test_new_records_the_list_and_killed_publishes_never_dirty_a_tree(committed):
-    from claimbench.provenance import tree_changes
+    from claimbench.store.provenance import tree_changes
 
     root, _ = committed
     rk.write(root, rk.build(root, "blackwell-time", hw="nvidia-b200", created="2026-11-20T09:00:00.000000Z",
@@ -334,7 +334,7 @@ def test_publish_rereads_a_record_the_index_still_trusts(tree):
 
 def test_publish_does_not_trust_an_index_line_that_disagrees_with_its_record(tree):
     """The index is a cache: a line edited to say more than the record does is read again."""
-    from claimbench.index import INDEX_NAME
+    from claimbench.store.index import INDEX_NAME
 
     root, recs = tree
     plan(root, root / "LIST.md", root / "results", now=NOW)  # the verify cache now knows every decider

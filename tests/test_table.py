@@ -8,8 +8,8 @@ import pandas as pd
 import pytest
 
 import recordkit as rk
-from claimbench.record import load_record
-from claimbench.table import compare, records_table, render
+from claimbench.store.record import load_record
+from claimbench.report.table import compare, records_table, render
 
 
 @pytest.fixture

@@ -10,9 +10,9 @@ import weakref
 
 import pytest
 
-from claimbench import timing
-from claimbench.timing import CpuTimer, PairTiming, TimingConfig, measure_pair, rse_of_median
-from claimbench.timing_cuda import CudaEventTimer, stream_check
+from claimbench.run import protocol as timing
+from claimbench.run.protocol import CpuTimer, PairTiming, TimingConfig, measure_pair, rse_of_median
+from claimbench.side.cuda_timer import CudaEventTimer, stream_check
 
 
 class Clock:
@@ -348,7 +348,7 @@ def test_stream_check_same_stream_work_after_the_events():
 def test_cuda_cold_timing_on_device():
     import torch
 
-    from claimbench.detect import Nvml
+    from claimbench.machine.detect import Nvml
 
     x = torch.randn(16 << 20, device="cuda")
     props = torch.cuda.get_device_properties(0)
@@ -364,7 +364,7 @@ def test_cuda_cold_timing_on_device():
 def test_side_stream_work_is_caught_on_device():
     import torch
 
-    from claimbench.timing_cuda import check_streams, profile_activities
+    from claimbench.side.cuda_timer import check_streams, profile_activities
 
     a = torch.randn(4096, 4096, device="cuda")
     side = torch.cuda.Stream()

@@ -3,8 +3,8 @@
 import numpy as np
 import pytest
 
-from claimbench.status import Status
-from claimbench.verdict import Evidence, Samples, bootstrap_ci, decide
+from claimbench.stats.status import Status
+from claimbench.stats.verdict import Evidence, Samples, bootstrap_ci, decide
 
 
 def sides(k_us, b_us, n=200, noise=1.0, seed=0, per_round=10):

@@ -12,8 +12,8 @@ import jsonschema
 import pytest
 import yaml
 
-from claimbench.ci_plan import main as plan_main
-from claimbench.ci_plan import plan
+from claimbench.ci.plan import main as plan_main
+from claimbench.ci.plan import plan
 
 ROOT = Path(__file__).resolve().parents[1]
 WF = ROOT / ".github" / "workflows"
@@ -89,7 +89,7 @@ WORKFLOWS = ["policy.yml", "gpu.yml"]
 
 @pytest.mark.parametrize("name", WORKFLOWS)
 def test_workflow_is_strict_yaml_and_matches_the_schema(name):
-    from claimbench.yamlsafe import parse_document
+    from claimbench.spec.yamlsafe import parse_document
 
     raw = (WF / name).read_bytes()
     assert b"\t" not in raw

@@ -6,7 +6,7 @@ import tracemalloc
 
 import pytest
 
-from claimbench.yamlsafe import MAX_BYTES, YamlRejected, load_document, parse_document
+from claimbench.spec.yamlsafe import MAX_BYTES, YamlRejected, load_document, parse_document
 
 
 def _reject(text: str | bytes):
@@ -92,7 +92,7 @@ def test_missing_file_is_a_problem(tmp_path):
 
 
 def test_hostile_numbers_and_nesting_are_located_problems():
-    from claimbench.yamlsafe import YamlRejected, parse_document
+    from claimbench.spec.yamlsafe import YamlRejected, parse_document
 
     for text, line, key, start in [
         (b"a: 1\nb: " + b"9" * 5000 + b"\n", 2, "b", "a number of 5000 characters"),

@@ -99,7 +99,7 @@ def _rate(ceil: dict, dtype: str) -> Optional[float]:
     if not ceil.get("matrix_tflops"):
         return None
     try:
-        from claimbench.ceilings import Ceilings, rate_tflops
+        from claimbench.machine.ceilings import Ceilings, rate_tflops
         return rate_tflops(Ceilings.from_dict(ceil), dtype)[0]
     except (KeyError, TypeError, ValueError):
         return None

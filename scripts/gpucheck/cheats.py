@@ -29,7 +29,7 @@ def _cases(ctx: Ctx):
 
 
 def cheats_stage(ctx: Ctx) -> None:
-    from claimbench.detect import detect
+    from claimbench.machine.detect import detect
 
     cases = _cases(ctx)
     work = Path(ctx.extra.get("work") or ctx.art_path)
@@ -110,8 +110,8 @@ def _l2_probe(root: Path, bandwidth_gbps: float) -> dict:
     """Kernel and baseline GB/s under the harness's cold timer, with and without the L2 reset."""
     import torch
 
-    from claimbench.timing import TimingConfig, measure_pair
-    from claimbench.timing_cuda import CudaEventTimer
+    from claimbench.run.protocol import TimingConfig, measure_pair
+    from claimbench.side.cuda_timer import CudaEventTimer
 
     path = root / "tests" / "fixtures" / "kernels" / "cheat" / "gpu_l2_persist.py"
     spec = importlib.util.spec_from_file_location("gpu_l2_persist_probe", path)

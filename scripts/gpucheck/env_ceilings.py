@@ -38,8 +38,8 @@ def env_stage(ctx: Ctx) -> None:
         say(q.out.rstrip())
     else:
         say("nvidia-smi: not on PATH (no NVIDIA driver here)")
-    from claimbench.detect import detect
-    from claimbench.hardware import blockers
+    from claimbench.machine.detect import detect
+    from claimbench.machine.hardware import blockers
     hw = detect(Path(ctx.root))
     (art / "hardware.json").write_text(json.dumps(hw.to_dict(), indent=1, default=str))
     say(f"claimbench detect: device={hw.device} name={hw.name!r} slug={hw.slug}")
@@ -76,8 +76,8 @@ def env_stage(ctx: Ctx) -> None:
 
 
 def ceilings_stage(ctx: Ctx) -> None:
-    from claimbench.ceilings import load_or_measure, measure_ceilings
-    from claimbench.hardware import Hardware
+    from claimbench.machine.ceilings import load_or_measure, measure_ceilings
+    from claimbench.machine.hardware import Hardware
     from .stage_io import load_json
 
     art = ctx.art_path
@@ -86,7 +86,7 @@ def ceilings_stage(ctx: Ctx) -> None:
         if saved:
             hw = Hardware.from_dict(saved)
         else:
-            from claimbench.detect import detect
+            from claimbench.machine.detect import detect
             hw = detect(Path(ctx.root))
         if hw.device != "cuda":
             write_result(ctx, "ceilings", "fail", f"no CUDA device detected ({hw.name})")

@@ -60,12 +60,12 @@ def ratio_ok(r: Optional[float], target: float) -> Optional[bool]:
 
 
 def _claimbench_us(fn, device: str, warmup_s: float, max_time_s: float, hw_gpu: dict) -> dict:
-    from claimbench.timing import TimingConfig, make_timer, measure_pair
+    from claimbench.run.protocol import TimingConfig, make_timer, measure_pair
     cfg = TimingConfig.for_device(device, warmup_s=warmup_s, max_time_s=max_time_s)
     kw: dict = {}
     if device == "cuda":
         import torch
-        from claimbench.detect import Nvml
+        from claimbench.machine.detect import Nvml
         kw = {"l2_bytes": int(torch.cuda.get_device_properties(0).L2_cache_size), "nvml": Nvml.open()}
         if hw_gpu.get("max_sm_clock_mhz"):
             kw["max_sm_clock_mhz"] = hw_gpu["max_sm_clock_mhz"]

@@ -97,8 +97,8 @@ def select_claims(root: Path, patterns: tuple[str, ...]) -> list[tuple[Path, dic
 
 
 def _fits(data: dict, hw) -> tuple[bool, str]:
-    from claimbench.claim import HardwareSpec
-    from claimbench.hardware import matches
+    from claimbench.spec.claim import HardwareSpec
+    from claimbench.machine.hardware import matches
     try:
         spec = HardwareSpec.model_validate(data.get("hardware") or {})
     except Exception as e:  # the runner will reject it with the exact reason: let it
@@ -107,14 +107,14 @@ def _fits(data: dict, hw) -> tuple[bool, str]:
 
 
 def claims_stage(ctx: Ctx) -> None:
-    from claimbench.hardware import Hardware
+    from claimbench.machine.hardware import Hardware
 
     root = Path(ctx.root)
     saved = load_json(ctx.art_path / "hardware.json")
     if saved:
         hw = Hardware.from_dict(saved)
     else:
-        from claimbench.detect import detect
+        from claimbench.machine.detect import detect
         hw = detect(root)  # this process then holds no CUDA context while the claims run
     chosen = select_claims(root, ctx.claims)
     todo, not_run = [], []

@@ -12,8 +12,8 @@ import importlib
 import os
 import sys
 
-from . import __version__
-from .errors import EXIT_USAGE, UserError
+from claimbench import __version__
+from claimbench.errors import EXIT_USAGE, UserError
 
 COMMANDS = ("new", "check", "list", "show", "schema", "run", "ingest", "reproduce", "publish", "audit", "table", "site")
 

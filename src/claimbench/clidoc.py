@@ -83,7 +83,7 @@ def replace_block(text: str, block: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from .cli import build_parser
+    from claimbench.cli import build_parser
 
     args = argv if argv is not None else sys.argv[1:]
     block = table(build_parser())

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from .errors import UserError
-from .record import Record, sha256_file
+from claimbench.errors import UserError
+from claimbench.store.record import Record, sha256_file
 
 HOT_MODE = "measured-hot"
 
@@ -182,7 +182,7 @@ def rerun(rec: Record, root: Path, results: Path, *, timeout_s: float = 900.0,
             raise UserError(f"{', '.join(changed[:5])}: differ at commit {rec.git_commit[:12]} from the files "
                             "the run hashed, so the code that made this record is not in that commit"
                             + (" (the run came from a dirty tree)" if rec.git_dirty else ""))
-        from .runner import RunOptions, run_claims
+        from claimbench.runner import RunOptions, run_claims
 
         steps = recipe(rec, "")
         repeat = int(steps.run_args[steps.run_args.index("--repeat") + 1]) if "--repeat" in steps.run_args else 1

@@ -11,21 +11,23 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import __version__, backends, expr
-from .hardware import Hardware, blockers, matches
-from .policy import check_file
-from .precision import evidence_fields
-from .record import (PROTOCOL_VERSION, Record, RecordWriteError, check_writable, claim_copy, keep_unwritable,
+from claimbench import __version__
+from claimbench.spec import expr
+from claimbench.machine import backends
+from claimbench.machine.hardware import Hardware, blockers, matches
+from claimbench.gate.policy import check_file
+from claimbench.stats.precision import evidence_fields
+from claimbench.store.record import (PROTOCOL_VERSION, Record, RecordWriteError, check_writable, claim_copy, keep_unwritable,
                      sha256_file, utc_now, write_record)
-from .seeds import draw_seeds
-from .srcgraph import claim_sources
-from .status import Status
-from .run import filecensus
-from .run.job import Job
-from .run.lock import one_claim_at_a_time
-from .run.orchestrate import orchestrate
-from .run.sandbox import default_max_memory
-from .verdict import Evidence, Samples, decide
+from claimbench.run.seeds import draw_seeds
+from claimbench.gate.srcgraph import claim_sources
+from claimbench.stats.status import Status
+from claimbench.run import filecensus
+from claimbench.run.job import Job
+from claimbench.run.lock import one_claim_at_a_time
+from claimbench.run.orchestrate import orchestrate
+from claimbench.run.sandbox import default_max_memory
+from claimbench.stats.verdict import Evidence, Samples, decide
 
 CPU_CHECK_DTYPES = ("float64", "float32", "float16", "int64", "int32", "int8", "uint8")  # what CPU torch computes
 
@@ -68,9 +70,9 @@ def run_claims(paths: list[Path], root: Path, opts: RunOptions, hw: Optional[Har
     """Detect, then run each claim. The first claim's process starts before anything else, so
     its torch import overlaps detection and checking; ``select`` may narrow the claims once the
     hardware is known."""
-    from .detect import detect
-    from .project import load_listing
-    from .run.servers import Servers
+    from claimbench.machine.detect import detect
+    from claimbench.spec.project import load_listing
+    from claimbench.run.servers import Servers
 
     outcomes = []
     if paths:
@@ -137,7 +139,7 @@ def _measure(claim, claim_path: Path, root: Path, hw: Hardware, opts: RunOptions
     for i in range(max(1, opts.repeat) if ok else 1):
         say(f"{claim.id}: starting its processes" + (f" (repeat {i + 1}/{opts.repeat})" if opts.repeat > 1 else ""))
         if claim.hardware.count > 1:
-            from .run.launch import Nodes, launch
+            from claimbench.run.launch import Nodes, launch
             nodes = Nodes(claim.hardware.nodes, opts.node_rank, opts.master_addr, opts.master_port)
             run = launch(job, claim.hardware.count, nodes, opts.sandbox, run_id, lambda msg: say(f"{claim.id}: {msg}"))
         else:
@@ -158,7 +160,7 @@ def _measure(claim, claim_path: Path, root: Path, hw: Hardware, opts: RunOptions
         path = write_record(opts.results, rec)
     except RecordWriteError as e:  # the measurement is finished: keep it, and say where
         raise RecordWriteError(f"{e}; the finished record was {keep_unwritable(rec, near=log_path)}") from None
-    from .index import append_index
+    from claimbench.store.index import append_index
     append_index(opts.results, path, rec)
     return Outcome(claim.id, Path(claim_path), Status(rec.verdict), rec.reason, path, rec.value, rec.ci_low,
                    rec.ci_high, claim.claimed.metric, claim.claimed.value, hw.name)
@@ -172,7 +174,7 @@ def _shared_servers(root: Path, opts: RunOptions):
     project and sandbox setting for the life of the process: torch is imported once, not per claim."""
     import atexit
 
-    from .run.servers import Servers
+    from claimbench.run.servers import Servers
 
     key = (str(Path(root).resolve()), opts.sandbox, opts.threads)
     if key not in _SHARED:
@@ -190,13 +192,13 @@ def new_run_id() -> str:
 
 def _precision_stop(claim, hw: Hardware, device: str, dtype: str, ceilings: Optional[dict]):
     """The stopping rule: rounds go on until the claim's CI is narrow enough (or time runs out)."""
-    from .run.stopping import PrecisionStop
+    from claimbench.stats.stopping import PrecisionStop
     params = dict(claim.workload.params)
     flops = expr.evaluate(claim.workload.flops, params) if claim.workload.flops else None
     nbytes = expr.evaluate(claim.workload.bytes, params) if claim.workload.bytes else None
     floor = None
     if ceilings and claim.claimed.metric == "sol_fraction":
-        from .ceilings import Ceilings, floor_us
+        from claimbench.machine.ceilings import Ceilings, floor_us
         floor, _ = floor_us(flops, nbytes, Ceilings.from_dict(ceilings), dtype, cold=device == "cuda",
                             working_set_bytes=float(nbytes or 0), cache_bytes=0.0)
     return PrecisionStop(claim.claimed.metric, device, getattr(claim.claimed, "max_ci_halfwidth", None),
@@ -205,8 +207,8 @@ def _precision_stop(claim, hw: Hardware, device: str, dtype: str, ceilings: Opti
 
 def _ceilings(claim, hw: Hardware, opts: RunOptions, dtype: str, servers, say) -> Optional[dict]:
     """Measured (or cached) ceilings, from a process that never imports claim code."""
-    from .ceilings import cache_dir, load_cached
-    from .run.ceilings_process import run_ceilings
+    from claimbench.machine.ceilings import cache_dir, load_cached
+    from claimbench.run.ceilings_process import run_ceilings
     cache = cache_dir(opts.ceilings_cache)
     dtypes = sorted({dtype, "float32"})
     try:
@@ -242,7 +244,7 @@ def _machine_load(results: list[dict], hw: Hardware, device: str) -> dict:
 
 
 def _host_allocator() -> dict:
-    from .run.servers import HOST_ALLOCATOR_ENV
+    from claimbench.run.servers import HOST_ALLOCATOR_ENV
     return {k: os.environ.get(k, v) for k, v in HOST_ALLOCATOR_ENV.items()}
 
 
@@ -308,7 +310,7 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
     floor, term = None, ""
     tensor_bytes = last.get("tensor_bytes")
     if ceil and ok:
-        from .ceilings import Ceilings, floor_us
+        from claimbench.machine.ceilings import Ceilings, floor_us
         cache = (hw.gpus[0].l2_bytes if hw.gpus else 0) if device == "cuda" else (hw.cpu.llc_bytes or 0)
         floor, term = floor_us(flops, nbytes, Ceilings.from_dict(ceil), dtype, cold=timing.get("mode") == "cold",
                                working_set_bytes=float(tensor_bytes or 0), cache_bytes=float(cache or 0))

@@ -17,7 +17,7 @@ from pathlib import Path
 from string import Template
 from typing import Optional
 
-from .errors import UsageError, UserError
+from claimbench.errors import UsageError, UserError
 
 ID_PATTERN = re.compile(r"[a-z0-9][a-z0-9-]{0,99}")
 MECHANISM_PATTERN = re.compile(r"[a-z_][a-z0-9_]{0,63}")
@@ -93,7 +93,7 @@ def plan(root: Path, claim_id: str, device: str = "cpu", entry: Optional[str] = 
 
 def _entry(root: Path, entry: Optional[str]) -> str:
     """The list entry the claim attaches to; it must resolve, as `check` will require."""
-    from .project import load_listing
+    from claimbench.spec.project import load_listing
 
     listing = load_listing(root)
     if listing is None:
@@ -135,8 +135,8 @@ def write(root: Path, sc: Scaffold) -> list[Path]:
 
 
 def _check(root: Path, claim: Path) -> None:
-    from .policy import check_file
-    from .project import load_listing
+    from claimbench.gate.policy import check_file
+    from claimbench.spec.project import load_listing
 
     result = check_file(claim, root, load_listing(root))
     if not result.ok:

@@ -9,7 +9,7 @@ from kernel_claims import assert_matches, check_sides, load_claim
 
 import kernels.attention.kernel as A
 import kernels.attention.task as AT
-from claimbench.expr import evaluate
+from claimbench.spec.expr import evaluate
 
 IDS = ["attention-flash-vs-materialized", "attention-flash-causal-vs-materialized",
        "attention-flash-vs-sdpa", "attention-flash-causal-vs-sdpa",

@@ -6,7 +6,7 @@ from types import SimpleNamespace
 import numpy as np
 import pytest
 
-from claimbench.claim import Correctness
+from claimbench.spec.claim import Correctness
 from claimbench.verify import accuracy
 
 

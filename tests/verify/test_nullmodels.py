@@ -2,7 +2,7 @@
 
 import numpy as np
 
-from claimbench.claim import Correctness
+from claimbench.spec.claim import Correctness
 from claimbench.verify import nullmodels
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from ..errors import EXIT_FAILED, EXIT_OK
-from .publish import add_paths, paths
+from claimbench.errors import EXIT_FAILED, EXIT_OK
+from claimbench.commands.publish import add_paths, paths
 
 
 def register(sub) -> None:
@@ -21,7 +21,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..audit import audit_report
+    from claimbench.report.audit import audit_report
 
     root, list_path, results = paths(args)
     t0 = time.perf_counter()
@@ -29,7 +29,7 @@ def run(args) -> int:
                                      max_per_entry=args.max_per_entry, workers=args.workers, cache=not args.no_cache)
     args.keep_until_exit = checked  # freeing 100,000 summaries costs a third of a second; the CLI exits instead
     n = len(checked)
-    from ..safetext import terminal
+    from claimbench.spec.safetext import terminal
 
     for p in problems:
         print(terminal(str(p)))

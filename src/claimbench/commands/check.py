@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 import sys
 
-from ..errors import EXIT_FAILED, EXIT_OK, UsageError
-from ..policy import CheckResult, find_claims, load_claims
-from ..project import find_root, load_listing
+from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
+from claimbench.gate.policy import CheckResult, find_claims, load_claims
+from claimbench.spec.project import find_root, load_listing
 
 
 def register(sub) -> None:
@@ -48,7 +48,7 @@ def run(args) -> int:
                   sys.stdout, indent=2)
         print()
     else:
-        from ..safetext import terminal
+        from claimbench.spec.safetext import terminal
 
         for r in bad:
             for p in r.problems:

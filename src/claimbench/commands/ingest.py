@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import EXIT_FAILED, EXIT_OK
-from ..project import find_root
+from claimbench.errors import EXIT_FAILED, EXIT_OK
+from claimbench.spec.project import find_root
 
 
 def register(sub) -> None:
@@ -21,7 +21,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..ingest import ingest
+    from claimbench.report.ingest import ingest
 
     root = find_root(args.root)  # the project in the cwd: artifacts may be unpacked anywhere
     sources = [Path(p) for p in args.paths] or [root / "results" / "runs"]

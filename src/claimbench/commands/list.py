@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import EXIT_OK
-from .check import gather
+from claimbench.errors import EXIT_OK
+from claimbench.commands.check import gather
 
 
 def register(sub) -> None:
@@ -23,7 +23,7 @@ def run(args) -> int:
         hw = c.hardware.device + (":" + "|".join(c.hardware.model) if c.hardware.model != ["*"] else "")
         rows.append((c.id, c.entry, hw, c.precision.dtype, c.claimed.metric, f"{c.claimed.value:g}",
                      "ok" if r.ok else "rejected"))
-    from ..safetext import plain
+    from claimbench.spec.safetext import plain
 
     rows = [tuple(plain(str(v)) for v in row) for row in rows]  # claim text reaches a terminal
     widths = [min(48, max(len(row[i]) for row in rows)) for i in range(len(rows[0]))]

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from ..errors import EXIT_OK
-from ..project import find_root
+from claimbench.errors import EXIT_OK
+from claimbench.spec.project import find_root
 
 
 def register(sub) -> None:
@@ -24,7 +24,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..scaffold import plan, write
+    from claimbench.scaffold import plan, write
 
     root = find_root(args.root)
     sc = plan(root, args.id, args.device, args.entry, args.mechanism)

@@ -6,8 +6,8 @@ import difflib
 import sys
 from pathlib import Path
 
-from ..errors import EXIT_FAILED, EXIT_OK, UsageError
-from ..project import find_root
+from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
+from claimbench.spec.project import find_root
 
 
 def add_paths(p) -> None:
@@ -39,7 +39,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..publish import publish
+    from claimbench.report.publish import publish
 
     root, list_path, results = paths(args)
     plan = publish(root, list_path, results, allow_dirty=args.allow_dirty,
@@ -47,7 +47,7 @@ def run(args) -> int:
     for line in plan.lines(dry_run=args.dry_run):
         print(line, file=sys.stderr if line.startswith("  !") else sys.stdout)
     if args.dry_run and plan.changed:
-        from ..safetext import terminal
+        from claimbench.spec.safetext import terminal
 
         sys.stdout.writelines(terminal(line.rstrip("\n")) + "\n" for line in difflib.unified_diff(
             plan.text.splitlines(True), plan.new_text.splitlines(True), str(list_path), f"{list_path} (published)"))

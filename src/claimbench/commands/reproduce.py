@@ -6,8 +6,8 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import EXIT_FAILED, EXIT_OK, UsageError
-from ..project import find_root
+from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
+from claimbench.spec.project import find_root
 
 
 def register(sub) -> None:
@@ -27,9 +27,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..publish import shown_path
-    from ..record import load_record
-    from ..reproduce import recipe, rerun
+    from claimbench.report.publish import shown_path
+    from claimbench.store.record import load_record
+    from claimbench.reproduce import recipe, rerun
 
     path = Path(args.record)
     if not path.is_file():

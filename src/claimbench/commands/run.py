@@ -7,9 +7,9 @@ import sys
 import time
 from pathlib import Path
 
-from ..errors import EXIT_FAILED, EXIT_OK, UsageError
-from ..policy import discover
-from ..project import find_root
+from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
+from claimbench.gate.policy import discover
+from claimbench.spec.project import find_root
 
 
 def register(sub) -> None:
@@ -38,13 +38,13 @@ def register(sub) -> None:
     p.add_argument("--master-addr", default=None, help="multi-node claims: the host of node 0")
     p.add_argument("--master-port", type=int, default=None, help="multi-node claims: a free port on node 0")
     p.add_argument("--quiet", action="store_true", help="print no progress lines, only the table (or JSON)")
-    from ..ci_options import add_ci_options
+    from claimbench.ci.options import add_ci_options
     add_ci_options(p)
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from ..runner import RunOptions, run_claims
+    from claimbench.runner import RunOptions, run_claims
 
     root = find_root(args.root, args.paths)
     for raw in args.paths:
@@ -57,7 +57,7 @@ def run(args) -> int:
         raise UsageError(f"no claim files found in {', '.join(args.paths) or root / 'claims'}")
     results = Path(args.results) if args.results else root / "results" / "runs"
     t0 = time.monotonic()
-    from ..progress import make
+    from claimbench.run.progress import make
     say = make(t0, args.quiet)
     opts = RunOptions(results=results, timeout_s=args.timeout_s, repeat=args.repeat, hot=args.hot,
                       hardware_only=getattr(args, "hardware_only", False), progress=say,
@@ -67,7 +67,7 @@ def run(args) -> int:
                       node_rank=args.node_rank, master_addr=args.master_addr, master_port=args.master_port)
 
     def select(found, hw):
-        from ..ci_options import select_for_ci
+        from claimbench.ci.options import select_for_ci
         return select_for_ci(args, found, root, hw)
 
     try:
@@ -75,7 +75,7 @@ def run(args) -> int:
     finally:
         getattr(say, "close", lambda: None)()
     if getattr(args, "summary", None):
-        from ..summary import write_summary
+        from claimbench.ci.summary import write_summary
         write_summary(Path(args.summary), hw, outcomes)
     if args.json:
         json.dump([{"claim": o.claim_id, "status": o.status.value, "reason": o.reason, "value": o.value,

@@ -5,9 +5,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from ..claim import json_schema
-from ..errors import EXIT_OK
-from ..project import find_root
+from claimbench.spec.claim import json_schema
+from claimbench.errors import EXIT_OK
+from claimbench.spec.project import find_root
 
 
 def register(sub) -> None:

@@ -7,9 +7,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import EXIT_FAILED, EXIT_OK, UsageError
-from ..policy import discover, load_claims
-from ..project import find_root, load_listing
+from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
+from claimbench.gate.policy import discover, load_claims
+from claimbench.spec.project import find_root, load_listing
 
 
 def register(sub) -> None:
@@ -22,10 +22,10 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..safetext import terminal as t
+    from claimbench.spec.safetext import terminal as t
 
     if args.record:
-        from ..provenance import show_record
+        from claimbench.store.provenance import show_record
         print(show_record(Path(args.record)))
         return EXIT_OK
     if not args.id:
@@ -55,7 +55,7 @@ def run(args) -> int:
     lines += [f"    {p}" for p in r.problems]
     print("\n".join(t(line) for line in lines))
     if r.claim is not None:
-        from ..provenance import show_provenance
+        from claimbench.store.provenance import show_provenance
 
         results_dir = Path(args.results) if args.results else root / "results"
         print(show_provenance(root, r.claim.id, results_dir=results_dir))

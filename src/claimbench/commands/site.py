@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from ..errors import EXIT_OK
-from .publish import add_paths, paths
+from claimbench.errors import EXIT_OK
+from claimbench.commands.publish import add_paths, paths
 
 
 def register(sub) -> None:
@@ -18,7 +18,7 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..site import build_site
+    from claimbench.report.site import build_site
 
     root, list_path, results = paths(args)
     out = Path(args.out) if args.out else results / "site"

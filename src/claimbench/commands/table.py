@@ -5,8 +5,8 @@ from __future__ import annotations
 import sys
 from pathlib import Path
 
-from ..errors import EXIT_OK
-from ..project import find_root
+from claimbench.errors import EXIT_OK
+from claimbench.spec.project import find_root
 
 
 def register(sub) -> None:
@@ -23,11 +23,11 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
-    from ..table import compare, records_table, render
+    from claimbench.report.table import compare, records_table, render
 
     root = find_root(args.root)
     results = Path(args.results) if args.results else root / "results"
-    from ..publish import shown_path
+    from claimbench.report.publish import shown_path
 
     df = records_table(results, claim=args.claim, hardware=args.hardware, verdict=args.verdict,
                        shown=shown_path(results, root))

@@ -13,9 +13,9 @@ from typing import Callable
 
 def run_ceilings(hardware: dict, dtypes: list[str], cache: Path, *, env_extra: dict, timeout_s: float = 600.0,
                  progress: Callable[[str], None] = lambda line: None) -> dict:
-    """`python -m claimbench.ceilings`, its progress lines passed on as they come."""
+    """`python -m claimbench.machine.ceilings`, its progress lines passed on as they come."""
     env = {**os.environ, **env_extra}
-    proc = subprocess.Popen([sys.executable, "-m", "claimbench.ceilings"], stdin=subprocess.PIPE,
+    proc = subprocess.Popen([sys.executable, "-m", "claimbench.machine.ceilings"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
     proc.stdin.write(json.dumps({"hardware": hardware, "dtypes": dtypes, "cache": str(cache)}))
     proc.stdin.close()

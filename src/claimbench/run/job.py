@@ -13,7 +13,7 @@ from typing import Any, Optional
 
 @dataclass(frozen=True)
 class Job:
-    claim: Any                      # claimbench.claim.Claim (pydantic, frozen)
+    claim: Any                      # claimbench.spec.claim.Claim (pydantic, frozen)
     root: Path
     device: str                     # where the claim runs: "cuda" | "cpu"
     dtype: str                      # the dtype it runs in (a CPU check may use check_dtype)
@@ -63,7 +63,7 @@ def job_to_dict(job: Job) -> dict:
 
 
 def job_from_dict(d: dict) -> Job:
-    from ..claim import Claim
+    from claimbench.spec.claim import Claim
 
     return Job(**{**d, "claim": Claim.model_validate(d["claim"]), "root": Path(d["root"]),
                   "log_path": Path(d["log_path"]) if d.get("log_path") else None})

@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from . import census
-from .job import Job, job_to_dict
+from claimbench.run import census
+from claimbench.run.job import Job, job_to_dict
 
 
 @dataclass(frozen=True)

@@ -303,7 +303,7 @@ def parse(body: bytes):
     """Validate one frame's JSON into its message model; anything else is a ProtocolError."""
     from pydantic import ValidationError
 
-    from .channel import ProtocolError
+    from claimbench.run.channel import ProtocolError
 
     try:
         return _ADAPTER.validate_json(body)

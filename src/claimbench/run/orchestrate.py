@@ -13,17 +13,17 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from ..timing import TimingConfig, measure_pair
-from . import census
-from . import messages as m
-from .channel import ChannelClosed, ChannelTimeout, ProtocolError
-from .coordinate import Solo
-from .job import ClaimRun, Job
-from .memory import ReadError
-from .processes import ForkServer
-from .session import ClaimEnded, ClaimSession
-from .timed import Rechecks, RemoteTimer
-from .trials import run_trials, seed_check
+from claimbench.run.protocol import TimingConfig, measure_pair
+from claimbench.run import census
+from claimbench.run import messages as m
+from claimbench.run.channel import ChannelClosed, ChannelTimeout, ProtocolError
+from claimbench.run.coordinate import Solo
+from claimbench.run.job import ClaimRun, Job
+from claimbench.run.memory import ReadError
+from claimbench.run.processes import ForkServer
+from claimbench.run.session import ClaimEnded, ClaimSession
+from claimbench.run.timed import Rechecks, RemoteTimer
+from claimbench.run.trials import run_trials, seed_check
 
 ROLES = ("task", "kernel", "baseline")
 

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from . import census
-from . import messages as m
-from .channel import Channel, ChannelClosed, ChannelTimeout
-from .sandbox import Sandbox
+from claimbench.run import census
+from claimbench.run import messages as m
+from claimbench.run.channel import Channel, ChannelClosed, ChannelTimeout
+from claimbench.run.sandbox import Sandbox
 
 
 class ForkServer:

@@ -16,13 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-from .coordinate import Ranks
-from .job import ClaimRun, job_from_dict
-from .orchestrate import orchestrate
-from .ranked import merge_correctness, tagged, topology
-from .servers import server_env
-from .processes import ForkServer
-from .sandbox import choose
+from claimbench.run.coordinate import Ranks
+from claimbench.run.job import ClaimRun, job_from_dict
+from claimbench.run.orchestrate import orchestrate
+from claimbench.run.ranked import merge_correctness, tagged, topology
+from claimbench.run.servers import server_env
+from claimbench.run.processes import ForkServer
+from claimbench.run.sandbox import choose
 
 
 def main(argv: list[str]) -> int:

@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from .filecensus import Backup
-from .processes import ForkServer
-from .sandbox import Sandbox, choose
+from claimbench.run.filecensus import Backup
+from claimbench.run.processes import ForkServer
+from claimbench.run.sandbox import Sandbox, choose
 
 # glibc adapts its mmap and trim thresholds to what a process allocated so far, so the same eager
 # kernel paid page faults, or did not, depending on the harness's history (measured: a CPU

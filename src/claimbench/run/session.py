@@ -15,12 +15,12 @@ from typing import Optional
 
 import numpy as np
 
-from ..verify import codec
-from . import census
-from . import messages as m
-from .channel import SideFailed
-from .memory import OwnedBuffer, map_readonly, read_buffer, read_remote
-from .processes import ForkServer, SideProcess
+from claimbench.verify import codec
+from claimbench.run import census
+from claimbench.run import messages as m
+from claimbench.run.channel import SideFailed
+from claimbench.run.memory import OwnedBuffer, map_readonly, read_buffer, read_remote
+from claimbench.run.processes import ForkServer, SideProcess
 
 
 class ClaimEnded(Exception):

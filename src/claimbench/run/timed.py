@@ -21,12 +21,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-from ..timing import Sample
-from ..verify import accuracy, codec
-from . import census
-from . import messages as m
-from .coordinate import Solo
-from .session import ClaimEnded, ClaimSession, InputSet
+from claimbench.run.protocol import Sample
+from claimbench.verify import accuracy, codec
+from claimbench.run import census
+from claimbench.run import messages as m
+from claimbench.run.coordinate import Solo
+from claimbench.run.session import ClaimEnded, ClaimSession, InputSet
 
 _NOW = time.perf_counter_ns
 NULL_CALLS = 31

@@ -12,10 +12,10 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from ..verify import accuracy, nullmodels
-from . import messages as m
-from .ranked import tagged
-from .session import ClaimEnded, ClaimSession, InputSet
+from claimbench.verify import accuracy, nullmodels
+from claimbench.run import messages as m
+from claimbench.run.ranked import tagged
+from claimbench.run.session import ClaimEnded, ClaimSession, InputSet
 
 
 def shapes(claim, measured: bool) -> list[dict]:
@@ -163,7 +163,7 @@ def _compare_all(outs, refs, corr, dtypes, expect) -> dict:
 
 def _prepared_answer(prepared: list, inputs: InputSet, ref: list[np.ndarray], corr) -> bool:
     """True when an operand `prepare` made matches a reference output that is not simply an input."""
-    from ..verify import codec
+    from claimbench.verify import codec
 
     decoded_inputs = [codec.from_bytes(raw, it.dtype, it.shape) for it, raw in zip(inputs.items, inputs.raw)
                       if raw is not None]

@@ -15,9 +15,9 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..run import messages as m
-from . import tensors
-from .calls import ClaimCodeError, call_claim_code, mode_depths, normalize_outputs
+from claimbench.run import messages as m
+from claimbench.side import tensors
+from claimbench.side.calls import ClaimCodeError, call_claim_code, mode_depths, normalize_outputs
 
 _NOW = time.perf_counter_ns  # bound before any claim module is imported
 
@@ -42,7 +42,7 @@ class CallerSide:
         self.kept: list = []  # host copies handed to the orchestrator, freed at the next release
         self.timer = None
         if msg.device == "cuda" and msg.timer is not None:
-            from .cuda import make_timer
+            from claimbench.side.cuda import make_timer
             self.timer = make_timer(msg.timer)
         torch.backends.cuda.matmul.allow_tf32 = msg.dtype == "tf32"
         torch.backends.cudnn.allow_tf32 = msg.dtype == "tf32"
@@ -68,7 +68,7 @@ class CallerSide:
             return m.Probed(torch_threads=torch.get_num_threads(), interop_threads=torch.get_num_interop_threads(),
                             function_modes=f, dispatch_modes=d, autotune=_autotune_choices()), []
         if isinstance(msg, m.StreamCheck):
-            from ..timing_cuda import check_streams
+            from claimbench.side.cuda_timer import check_streams
             ok, why = check_streams(lambda: call_claim_code(self.key, self.fn, self.operands, {}))
             return m.StreamChecked(ok=ok, why=why), []
         raise TypeError(f"the {self.role} side does not take {msg.kind!r}")
@@ -135,7 +135,7 @@ class CallerSide:
             out, event_us, reasons, clock = s.out, s.us, s.throttle_reasons, s.sm_clock_mhz
             side_us = event_us * s.calls
         elif msg.trace:
-            from .trace import traced_call
+            from claimbench.side.trace import traced_call
             t0 = _NOW()
             out, problems, ops_seen = traced_call(lambda: call_claim_code(self.key, self.fn, ops, {}),
                                                   forbidden=self.forbidden, baseline_code=self.baseline_code)

@@ -8,12 +8,12 @@ its events, is caught within a calibrated bound.
 
 from __future__ import annotations
 
-from ..run import messages as m
+from claimbench.run import messages as m
 
 
 def make_timer(spec: m.TimerSpec):
-    from ..detect import Nvml
-    from ..timing_cuda import CudaEventTimer
+    from claimbench.machine.detect import Nvml
+    from claimbench.side.cuda_timer import CudaEventTimer
 
     kw = {"nvml": Nvml.open(), "max_sm_clock_mhz": spec.max_sm_clock_mhz}
     if spec.nvml_index is not None:

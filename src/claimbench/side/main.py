@@ -13,9 +13,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from ..run import messages as m
-from ..run.channel import Channel, ChannelClosed
-from .calls import ClaimCodeError
+from claimbench.run import messages as m
+from claimbench.run.channel import Channel, ChannelClosed
+from claimbench.side.calls import ClaimCodeError
 
 
 def serve(sock: socket.socket, role: str) -> None:
@@ -58,7 +58,7 @@ def serve(sock: socket.socket, role: str) -> None:
 def _load(msg: m.Load, role: str) -> tuple[Any, m.Message]:
     import torch
 
-    from ..loader import LoadError, load, project_modules
+    from claimbench.side.loader import LoadError, load, project_modules
 
     root = Path(msg.root)
     if msg.role != role:
@@ -82,12 +82,12 @@ def _load(msg: m.Load, role: str) -> tuple[Any, m.Message]:
     if msg.dist is not None:
         _join_group(msg.dist, msg.device)
     if role == "task":
-        from .task import TaskSide
+        from claimbench.side.task import TaskSide
         handler: Any = TaskSide(resolve, msg)
     else:
-        from .caller import CallerSide
+        from claimbench.side.caller import CallerSide
         handler = CallerSide(resolve, msg)
-    from .trace import prime
+    from claimbench.side.trace import prime
     prime()
     timer = getattr(handler, "timer", None)
     return handler, m.Loaded(sources=project_modules(root), flush_bytes=getattr(timer, "flush_bytes", None),

@@ -35,9 +35,9 @@ def main(argv: list[str]) -> int:
     import importlib.util
     if importlib.util.find_spec("triton") is not None:
         import triton  # noqa: F401
-    from ..run import messages as m
-    from ..run.channel import Channel, ChannelClosed
-    from . import caller, main as side_main, task  # noqa: F401  (preloaded for the forks)
+    from claimbench.run import messages as m
+    from claimbench.run.channel import Channel, ChannelClosed
+    from claimbench.side import caller, main as side_main, task  # noqa: F401  (preloaded for the forks)
 
     ctl = Channel(socket.socket(fileno=ctl_fd), "orchestrator")
     ctl.send(m.Ready(pid=os.getpid(), versions={"torch": torch.__version__}))
@@ -87,7 +87,7 @@ def _fork_side(msg, fds: list[int], ctl_fd: int) -> int:
             resource.setrlimit(resource.RLIMIT_AS, (msg.max_memory_bytes, msg.max_memory_bytes))
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
-        from .main import serve
+        from claimbench.side.main import serve
         serve(socket.socket(fileno=chan_fd), msg.role)
     except BaseException:
         import traceback
@@ -113,7 +113,7 @@ def _reap() -> None:
 
 
 def _children() -> list[int]:
-    from ..run.census import children
+    from claimbench.run.census import children
     return children(os.getpid())
 
 

@@ -13,9 +13,9 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from ..run import messages as m
-from . import tensors
-from .calls import call_claim_code, normalize_outputs
+from claimbench.run import messages as m
+from claimbench.side import tensors
+from claimbench.side.calls import call_claim_code, normalize_outputs
 
 
 class TaskSide:

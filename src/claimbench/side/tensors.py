@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from ..run import messages as m
+from claimbench.run import messages as m
 
 DTYPES = {name: getattr(torch, name) for name in (
     "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",

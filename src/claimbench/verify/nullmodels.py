@@ -10,8 +10,8 @@ from typing import Optional
 
 import numpy as np
 
-from . import codec
-from .accuracy import compare
+from claimbench.verify import codec
+from claimbench.verify.accuracy import compare
 
 # one precision below the claim's own precision (not the CPU check's): the tolerances are the claim's
 LOWER = {"float64": "float32", "float32": "float16", "tf32": "bfloat16", "float16": "bfloat16",

@@ -1,0 +1,323 @@
+"""pytest plugin: each claim file is one test item, run by the same `run_one` as `claimbench run`.
+
+Inert unless `--claims PATH` is given. Then:
+- every `.yaml` under PATH is collected as a test whose id is the claim id (the file name);
+- verified passes, skipped (hardware) skips with the reason, anything else fails with the verdict's
+  reason; `--timing report` lets refuted and inconclusive pass with a warning (noisy shared CPU
+  runners), while correctness, policy, record and execution failures still fail;
+- the JUnit report gets the detected hardware as suite properties and each claim's verdict, value
+  and CI as test properties (`item.user_properties`; `record_testsuite_property` is a fixture,
+  which custom items do not get, so the junitxml plugin's LogXML is used directly);
+- `--changed-since`, `--hardware-only` and `--require-gpu` select and refuse as in `claimbench run`.
+When `--claims` is given without test paths, only the claims are collected, not `testpaths`.
+
+A bad input file fails its own item and nothing else: a LIST.md that cannot be parsed becomes a
+failing `LIST.md` item (the claims then run without the entry check, which publish still makes),
+and a claim file that is a symlink loop or a dangling link becomes a failing item of that name,
+where pytest itself would silently skip it. Unit tests run either way.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Optional
+
+import pytest
+
+
+class ClaimTimingWarning(pytest.PytestWarning):
+    """A timing verdict that `--timing report` reported instead of failing on."""
+
+
+class ClaimFailed(Exception):
+    def __init__(self, outcome: Any) -> None:
+        super().__init__(f"{outcome.status.value}: {outcome.reason}")
+        self.outcome = outcome
+
+
+@dataclass
+class _State:
+    root: Path
+    paths: list[Path]
+    results: Path
+    timeout_s: float
+    timing: str
+    changed_since: Optional[str]
+    hardware_only: bool
+    gpu_required: bool
+    run_timing: dict
+    hw: Any = None
+    listing: Any = None
+    listing_error: Optional[str] = None
+    ran: int = 0
+    selected: Optional[set] = None
+    notes: list = field(default_factory=list)
+    servers: Any = None
+
+    def covers(self, path: Path) -> bool:
+        p = path.resolve()
+        return any(p == c or p.is_relative_to(c) for c in self.paths)
+
+
+_KEY = pytest.StashKey[_State]()
+
+
+def pytest_addoption(parser) -> None:
+    g = parser.getgroup("claimbench", "claimbench: claims as tests")
+    g.addoption("--claims", action="append", default=None, metavar="PATH",
+                help="collect the claim files under PATH as test items (repeatable)")
+    g.addoption("--timing", dest="claims_timing", choices=("gate", "report"), default="gate",
+                help="claims: 'report' lets refuted/inconclusive timing verdicts pass with a warning")
+    g.addoption("--changed-since", dest="claims_changed_since", metavar="REF", default=None,
+                help="claims: only those whose claim file or imported project files changed since git REF")
+    g.addoption("--hardware-only", dest="claims_hardware_only", action="store_true",
+                help="claims: only those this machine can verify; fail if none")
+    g.addoption("--require-gpu", dest="claims_require_gpu", action="store_true",
+                help="claims: exit 1 at once if no CUDA GPU is detected")
+    g.addoption("--claims-results", dest="claims_results", metavar="DIR", default=None,
+                help="claims: results folder for the records (default: <root>/results/runs, git-ignored)")
+    g.addoption("--claims-timeout", dest="claims_timeout", metavar="S", type=float, default=900.0,
+                help="claims: per-claim time limit in seconds (default 900)")
+    g.addoption("--claims-root", dest="claims_root", metavar="DIR", default=None,
+                help="claims: project root (default: found from the claim paths)")
+    g.addoption("--claims-max-time-s", dest="claims_max_time_s", type=float, default=None,
+                help="claims: cap on each claim's timed rounds")
+    g.addoption("--claims-warmup-s", dest="claims_warmup_s", type=float, default=None,
+                help="claims: warm-up time per claim")
+
+
+def pytest_configure(config) -> None:
+    raw = config.getoption("claims")
+    if not raw:
+        return
+    from claimbench.spec.project import find_root
+
+    missing = [p for p in raw if not Path(p).exists()]
+    if missing:
+        raise pytest.UsageError(f"--claims {missing[0]}: no such file or folder")
+    root = find_root(config.getoption("claims_root"), raw)
+    results = config.getoption("claims_results")
+    config.stash[_KEY] = _State(
+        root=root, paths=[Path(p).resolve() for p in raw],
+        results=Path(results).resolve() if results else root / "results" / "runs",
+        timeout_s=config.getoption("claims_timeout"), timing=config.getoption("claims_timing"),
+        changed_since=config.getoption("claims_changed_since"),
+        hardware_only=config.getoption("claims_hardware_only"),
+        gpu_required=config.getoption("claims_require_gpu"),
+        run_timing={"max_time_s": config.getoption("claims_max_time_s"), "warmup_s": config.getoption("claims_warmup_s")})
+    source = getattr(config, "args_source", None)
+    if source is not None and source != pytest.Config.ArgsSource.ARGS:
+        config.args[:] = list(raw)  # `pytest --claims claims/` runs the claims, not testpaths too
+    else:
+        config.args.extend(p for p in raw if p not in config.args)
+
+
+def _state(config) -> Optional[_State]:
+    return config.stash.get(_KEY, None)
+
+
+def pytest_sessionstart(session) -> None:
+    st = _state(session.config)
+    if st is None:
+        return
+    from claimbench.ci.options import require_gpu
+    from claimbench.machine.detect import detect
+    from claimbench.errors import UserError
+    from claimbench.spec.project import load_listing
+
+    st.hw = detect(st.root)
+    try:
+        st.listing = load_listing(st.root)
+    except UserError as e:  # the list fails its own item; the unit tests and claims still run
+        st.listing_error = str(e)
+    _global_properties(session.config, st.hw)
+    if st.gpu_required:
+        try:
+            require_gpu(st.hw)
+        except UserError as e:
+            pytest.exit(str(e), returncode=1)
+
+
+def _global_properties(config, hw) -> None:
+    try:
+        from _pytest.junitxml import xml_key  # the LogXML instance; there is no public accessor
+    except ImportError:
+        return
+    xml = config.stash.get(xml_key, None)
+    if xml is None:
+        return
+    sw = hw.software
+    props = {"claimbench.machine.hardware": hw.name, "claimbench.device": hw.device, "claimbench.hardware_slug": hw.slug,
+             "claimbench.gpu_count": len(hw.gpus), "claimbench.gpus": ", ".join(g.name for g in hw.gpus),
+             "claimbench.cpu": hw.cpu.model, "claimbench.driver": hw.gpus[0].driver_version if hw.gpus else "",
+             "claimbench.torch": sw.torch or "", "claimbench.cuda_runtime": sw.cuda_runtime or "",
+             "claimbench.version": sw.claimbench or "", "claimbench.git_commit": sw.git_commit or "",
+             "claimbench.git_dirty": "" if sw.git_dirty is None else str(sw.git_dirty).lower()}
+    for k, v in props.items():
+        xml.add_global_property(k, v)
+
+
+def pytest_collect_file(file_path: Path, parent):
+    st = _state(parent.config)
+    if st is None or file_path.suffix not in (".yaml", ".yml") or not st.covers(file_path):
+        return None
+    return ClaimFile.from_parent(parent, path=file_path)
+
+
+class ClaimFile(pytest.File):
+    def collect(self):
+        yield ClaimItem.from_parent(self, name=self.path.stem)
+
+
+def pytest_collection_modifyitems(session, config, items) -> None:
+    st = _state(config)
+    if st is None:
+        return
+    items[:0] = _bad_file_items(session, st)
+    if not (st.changed_since or st.hardware_only):
+        return
+    from claimbench.ci.options import select
+    from claimbench.errors import UsageError, UserError
+
+    claims = [i for i in items if isinstance(i, ClaimItem)]
+    try:
+        keep = set(select([i.path for i in claims], st.root, st.hw, changed_since=st.changed_since,
+                          hardware_only=st.hardware_only))
+    except UsageError as e:  # a bad ref: one line, pytest's usage exit
+        raise pytest.UsageError(str(e)) from None
+    except UserError as e:  # nothing this machine can verify: the run has failed
+        st.notes.append(str(e))
+        keep = set()
+    dropped = [i for i in claims if i.path not in keep]
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = [i for i in items if i not in dropped]
+
+
+def _servers(st: "_State", opts):
+    """One fork server for the whole session (torch is imported once, not once per claim)."""
+    if st.servers is None:
+        from claimbench.run.servers import Servers
+
+        st.servers = Servers(st.root, opts).__enter__()
+    return st.servers
+
+
+def pytest_unconfigure(config) -> None:
+    st = config.stash.get(_KEY, None)
+    if st is not None and st.servers is not None:
+        st.servers.__exit__(None, None, None)
+        st.servers = None
+
+
+def _bad_file_items(session, st: _State) -> list:
+    """One failing item per input file that cannot be read: the list, and claim files that are
+    broken links (which pytest's own collection passes over without a word)."""
+    from claimbench.gate.policy import find_claims
+
+    out = []
+    if st.listing_error:
+        out.append(BadFileItem.from_parent(session, name="LIST.md", message=st.listing_error))
+    _, problems = find_claims([str(p) for p in st.paths], st.root)
+    for p in problems:
+        out.append(BadFileItem.from_parent(session, name=Path(p.path).name, message=str(p)))
+    return out
+
+
+class BadInputFile(Exception):
+    """An input file (the list, a claim) that cannot be read; its one-line problem."""
+
+
+class BadFileItem(pytest.Item):
+    """An input file that cannot be read, failing as its own test with its one-line problem."""
+
+    def __init__(self, *, message: str, **kw) -> None:
+        super().__init__(**kw)
+        self.message = message
+
+    def runtest(self) -> None:
+        raise BadInputFile(self.message)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, BadInputFile):
+            from claimbench.spec.safetext import terminal
+
+            return terminal(str(excinfo.value))
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.name, 0, f"file {self.name}"
+
+
+class ClaimItem(pytest.Item):
+    """One claim; runtest is `runner.run_one`, which checks policy, runs, decides and writes the record."""
+
+    def runtest(self) -> None:
+        from claimbench import runner
+
+        st = _state(self.config)
+        st.ran += 1
+        opts = runner.RunOptions(results=st.results, timeout_s=st.timeout_s, hardware_only=st.hardware_only,
+                                 timing={k: v for k, v in st.run_timing.items() if v is not None})
+        out = runner.run_one(self.path, st.root, st.hw, opts, listing=st.listing, servers=_servers(st, opts))
+        self.user_properties += [
+            ("claim_id", out.claim_id), ("verdict", out.status.value), ("reason", out.reason),
+            ("value", _text(out.value)), ("ci_low", _text(out.ci_low)), ("ci_high", _text(out.ci_high)),
+            ("metric", out.metric or ""), ("claimed_value", _text(out.claimed_value)),
+            ("hardware", out.hardware), ("record", str(out.record_path) if out.record_path else "")]
+        status = out.status
+        if status.value == "verified":
+            return
+        if status.value == "skipped":
+            _skip(out.reason)
+        if st.timing == "report" and status.is_timing:
+            self.user_properties.append(("timing", "reported, not gated"))
+            warnings.warn(ClaimTimingWarning(f"{out.claim_id}: {status.value} (reported, not gated): {out.reason}"))
+            return
+        raise ClaimFailed(out)
+
+    def repr_failure(self, excinfo, style=None):
+        if isinstance(excinfo.value, ClaimFailed):
+            o = excinfo.value.outcome
+            lines = [f"claim {o.claim_id}: {o.status.value}", f"  {o.reason}"]
+            if o.record_path:
+                lines.append(f"  record: {o.record_path}")
+            return "\n".join(lines)
+        return super().repr_failure(excinfo, style=style)
+
+    def reportinfo(self):
+        return self.path, 0, f"claim {self.name}"
+
+
+def _skip(reason: str) -> None:
+    """Skip, reported at the claim file rather than at this line of the plugin."""
+    try:
+        exc = pytest.skip.Exception(reason, _use_item_location=True)
+    except TypeError:  # a pytest without the (private) flag: the location is only cosmetic
+        exc = pytest.skip.Exception(reason)
+    raise exc
+
+
+def _text(x: Optional[float]) -> str:
+    return "" if x is None else f"{x:.6g}"
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
+    st = _state(config)
+    if st is not None:
+        for note in st.notes:
+            terminalreporter.write_line(f"claimbench: {note}", red=True)
+
+
+def pytest_sessionfinish(session, exitstatus) -> None:
+    st = _state(session.config)
+    if st is None:
+        return
+    if st.notes or (st.hardware_only and st.ran == 0):
+        if not st.notes:
+            st.notes.append("--hardware-only: no claim ran on this machine; a runner that verifies nothing has failed")
+        session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -1,0 +1,112 @@
+"""`check` for the 2,000 claims behind a list, on every publish and audit: in parallel, and cached.
+
+A claim's check result depends only on its file, the files its code is made of, the list's
+entries, and claimbench's own checking code. For a claim backed by a current record, the record
+holds the sha256 of exactly those source files and they match the disk, so the result is cached
+under `results/.cache/` keyed by all four. Anything that changes any of them checks again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional, Sequence
+
+from claimbench.store.codeprint import code_fingerprint
+from claimbench.store.jsonio import dumps_json_line, loads_json
+from claimbench.spec.problem import Problem
+
+_CODE = ("claimbench.gate.policy", "claimbench.gate.rules", "claimbench.gate.srcgraph", "claimbench.spec.claim", "claimbench.spec.yamlsafe",
+         "claimbench.spec.expr", "claimbench.report.listing", "claimbench.spec.problem", "claimbench.gate.claimcheck",
+         "claimbench.store.codeprint")
+
+
+def _fingerprint() -> str:
+    return code_fingerprint(_CODE)
+
+
+def _listing_digest(listing) -> str:
+    names = "\n".join(" > ".join(tuple(e.path) + (e.name,)) for e in listing.entries) if listing else ""
+    return hashlib.sha256(names.encode()).hexdigest()
+
+
+def check_claims(paths: Sequence[str], root: Path, listing, *, sources: Optional[dict] = None,
+                 cache_dir: Optional[Path] = None, known: Optional[dict] = None) -> list:
+    """CheckResults for claim files (relative to root), in order. `sources` maps a claim path to
+    the source hashes of a current record for it; only those claims are cached. `known`: as
+    `policy.load_claims`."""
+    from claimbench.spec.claim import Claim
+    from claimbench.gate.policy import CheckResult, load_claims
+
+    root = Path(root)
+    sources = sources or {}
+    cfile = Path(cache_dir) / f"check-{_fingerprint()}.json" if cache_dir else None
+    cache = _load(cfile)
+    digest = _listing_digest(listing)
+    keys, out, todo = {}, {}, []
+    for p in paths:
+        f = root / p
+        if cfile and p in sources and f.is_file():
+            h = hashlib.sha256(f.read_bytes()).hexdigest()
+            keys[p] = hashlib.sha256(json.dumps([p, h, digest, sorted(sources[p].items())]).encode()).hexdigest()
+            hit = cache.get(keys[p])
+            if hit is not None:
+                claim = Claim.model_validate(hit["claim"]) if hit["claim"] is not None else None
+                out[p] = CheckResult(hit["path"], claim, tuple(Problem(*x) for x in hit["problems"]))
+                continue
+        todo.append(p)
+    for p, r in zip(todo, load_claims([root / p for p in todo], root, listing, known=known)):
+        out[p] = r
+        if p in keys:
+            cache[keys[p]] = {"path": r.path, "claim": r.claim.model_dump() if r.claim else None,
+                              "problems": [[x.path, x.line, x.key, x.message] for x in r.problems]}
+    first: dict[str, str] = {}
+    for p in paths:
+        if out[p].claim is not None:
+            first.setdefault(out[p].claim.id, out[p].path)
+    results = [_unique(out[p], first) for p in paths]
+    if cfile and todo and keys:
+        _save(cfile, {k: cache[k] for k in keys.values() if k in cache})
+    return results
+
+
+def _unique(r, first: dict):
+    """The one rule that spans files: a claim id names one claim (cached results skip load_claims')."""
+    from claimbench.gate.policy import CheckResult
+
+    if r.claim is None or first[r.claim.id] == r.path or any("is also the id of" in x.message for x in r.problems):
+        return r
+    return CheckResult(r.path, r.claim, r.problems + (
+        Problem(r.path, 1, "id", f"`{r.claim.id}` is also the id of {first[r.claim.id]}; ids are unique"),))
+
+
+def _load(path: Optional[Path]) -> dict:
+    if path is None:
+        return {}
+    try:
+        data = loads_json(path.read_bytes())
+        return data if isinstance(data, dict) else {}
+    except (OSError, ValueError):
+        return {}
+
+
+def _save(path: Path, entries: dict) -> None:
+    tmp = None
+    try:  # a cache: a read-only or full results folder only skips it
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(dumps_json_line(entries))
+        os.replace(tmp, path)
+        tmp = None
+        for old in path.parent.glob("check-*.json"):
+            if old != path:
+                old.unlink(missing_ok=True)
+    except OSError:
+        pass
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)

@@ -1,0 +1,297 @@
+"""Static rules on a kernel's source, read with ``ast`` before anything runs.
+
+They catch the cheats that are visible in the text: calling the baseline, calling a forbidden
+op, patching timers, torch or the harness, reaching the interpreter through ``gc``, ``ctypes``,
+tracers or frames, and starting, signalling or detaching processes. They are a first filter that
+gives a good message early; the guarantee is the process design (the judge, the clock and the
+records live where claim code cannot reach), and the dispatch trace in side/trace.py records what
+the text hides.
+"""
+
+from __future__ import annotations
+
+import ast
+from functools import lru_cache
+from pathlib import Path
+
+from claimbench.spec.claim import Claim
+from claimbench.spec.problem import Problem
+from claimbench.gate.srcgraph import closure, module_file, parse, split_ref
+
+BANNED_MODULES = {"gc", "ctypes", "inspect", "importlib", "builtins", "cffi", "_ctypes", "claimbench",
+                  "subprocess", "multiprocessing", "signal", "pty", "psutil", "traceback", "_thread"}
+BANNED_CALLS = {"__import__", "eval", "exec", "compile", "globals", "vars", "setattr", "delattr"}
+BANNED_ATTRS = {("sys", "modules"), ("sys", "_getframe"), ("sys", "settrace"), ("sys", "setprofile"),
+                ("sys", "gettrace"), ("sys", "getprofile"), ("sys", "_current_frames"), ("sys", "exc_info"),
+                ("sys", "exception"), ("threading", "settrace"), ("threading", "setprofile"),
+                ("threading", "gettrace"), ("threading", "getprofile")}
+# process control: a kernel has no business starting, signalling, renicing or pinning processes
+BANNED_OS = {"kill", "killpg", "getppid", "fork", "forkpty", "setsid", "setpgid", "setpgrp", "system", "popen",
+             "sched_setaffinity", "setpriority", "nice", "utime", "posix_spawn", "posix_spawnp", "pidfd_open",
+             "execv", "execve", "execl", "execle", "execlp", "execlpe", "execvp", "execvpe",
+             "spawnl", "spawnle", "spawnlp", "spawnlpe", "spawnv", "spawnve", "spawnvp", "spawnvpe"}
+FRAME_ATTRS = ("__globals__", "__code__", "f_back", "f_locals", "f_globals", "f_code", "tb_frame", "gi_frame",
+               "cr_frame", "ag_frame", "__builtins__", "__subclasses__", "__dict__")
+PROTECTED_ROOTS = ("time", "torch", "triton", "numpy", "cupy", "claimbench")
+
+
+def aliases(tree: ast.Module) -> dict[str, str]:
+    """Local name -> dotted module or object it stands for: imports, and plain assignments of
+    those (`_T = torch`, `F = torch.nn.functional`, chains of them), so `_T.softmax = ...` is
+    seen as an assignment to `torch.softmax`."""
+    out: dict[str, str] = {}
+    assigns: list[tuple[str, ast.AST]] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            for a in node.names:
+                out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+        elif isinstance(node, ast.ImportFrom) and node.module and not node.level:
+            for a in node.names:
+                out[a.asname or a.name] = f"{node.module}.{a.name}"
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            assigns += [(t.id, node.value) for t in targets if isinstance(t, ast.Name)]
+        elif isinstance(node, ast.NamedExpr) and isinstance(node.value, (ast.Name, ast.Attribute)):
+            assigns.append((node.target.id, node.value))
+    for _ in range(4):  # chains of aliases settle in a few passes
+        grew = False
+        for name, value in assigns:
+            d = dotted(value, out)
+            if d and d.split(".")[0] in PROTECTED_ROOTS and out.get(name) != d:
+                out[name] = d
+                grew = True
+        if not grew:
+            break
+    return out
+
+
+def dotted(node: ast.AST, al: dict[str, str]) -> str | None:
+    parts = []
+    while isinstance(node, ast.Attribute):
+        parts.append(node.attr)
+        node = node.value
+    if not isinstance(node, ast.Name):
+        return None
+    parts.append(al.get(node.id, node.id))
+    return ".".join(reversed(parts))
+
+
+def _functions(tree: ast.Module) -> dict[str, ast.AST]:
+    return {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
+
+
+def reachable(root: Path, path: Path, func: str) -> list[tuple[Path, tuple]]:
+    """(file, references) of every function body reachable from ``path:func`` by name, across
+    project modules. References are read once per function version and cached."""
+    out, seen = [], set()
+    todo = [(path.resolve(), func)]
+    while todo:
+        p, name = todo.pop()
+        if (p, name) in seen or not p.is_file():
+            continue
+        seen.add((p, name))
+        info = _fn_info(p, p.stat().st_mtime_ns, name)
+        if info is None:
+            continue
+        refs, local, imported = info
+        out.append((p, refs))
+        todo.extend((p, n) for n in local)
+        for dotted_name in imported:
+            mod, _, attr = dotted_name.rpartition(".")
+            f = module_file(root, mod) if mod else None
+            if f is not None:
+                todo.append((f.resolve(), attr))
+    return out
+
+
+@lru_cache(maxsize=4096)
+def _fn_info(path: Path, mtime_ns: int, name: str):
+    """A function's references: ("str", line, value), ("attr", line, dotted, resolved),
+    ("name", line, id, alias-or-None); and the local and imported functions it names."""
+    tree = parse(path)
+    al = file_aliases(path)
+    funcs = _functions(tree)
+    node = funcs.get(name)
+    if node is None:
+        return None
+    refs, local, imported = [], [], []
+    for sub in ast.walk(node):
+        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+            refs.append(("str", sub.lineno, sub.value, False))
+        elif isinstance(sub, ast.Attribute):
+            root_name = _root(sub)
+            refs.append(("attr", sub.lineno, dotted(sub, al) or sub.attr, root_name is not None and root_name in al))
+        elif isinstance(sub, ast.Name):
+            refs.append(("name", sub.lineno, sub.id, al.get(sub.id)))
+            if sub.id in funcs:
+                local.append(sub.id)
+            elif sub.id in al:
+                imported.append(al[sub.id])
+    return tuple(refs), tuple(local), tuple(imported)
+
+
+def _forbidden_hit(name: str, forbidden: list[str], resolved: bool) -> str | None:
+    """Resolved names (rooted at an import) must match exactly; an attribute on a local value
+    (``x.softmax()``) matches on its last part, since a tensor method is the same op."""
+    last = name.split(".")[-1]
+    for f in forbidden:
+        if name == f or (not resolved and last == f.split(".")[-1]):
+            return f
+    return None
+
+
+def module_facts(path: Path) -> tuple:
+    """The claim-independent findings of one module's walk, cached per file version (10,000
+    claims sharing a kernel file walk it once): ("fixed", line, message, None) problems, and
+    ("assign", line, dotted, attr) / ("global", line, names, None) that depend on the claim."""
+    return _module_facts(path, path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=1024)
+def _module_facts(path: Path, mtime_ns: int) -> tuple:
+    tree = parse(path)
+    al = file_aliases(path)
+    out: list[tuple] = []
+    for node in ast.walk(tree):
+        mods = []
+        if isinstance(node, ast.Import):
+            mods = [a.name.split(".")[0] for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module:
+            mods = [node.module.split(".")[0]]
+        for m in mods:
+            if m in BANNED_MODULES:
+                out.append(("fixed", node.lineno, f"imports `{m}`, which can reach the harness, the interpreter or other "
+                            "processes; kernels may not use it", None))
+        if isinstance(node, ast.ImportFrom) and node.module == "os":
+            for a in node.names:
+                if a.name in BANNED_OS:
+                    out.append(("fixed", node.lineno, f"imports `os.{a.name}`: kernels may not start, signal, renice "
+                                "or pin processes, or change file times", None))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in BANNED_CALLS:
+            out.append(("fixed", node.lineno, f"calls `{node.func.id}()`, which hides what the kernel touches; write the call out", None))
+        if isinstance(node, ast.Attribute):
+            d = dotted(node, al) or ""
+            if any(d == f"{a}.{b}" or d.startswith(f"{a}.{b}.") for a, b in BANNED_ATTRS):
+                out.append(("fixed", node.lineno, f"uses `{d}`, which reaches into the interpreter's state; kernels may not", None))
+            if d.split(".")[:1] == ["os"] and node.attr in BANNED_OS:
+                out.append(("fixed", node.lineno, f"uses `{d}`: kernels may not start, signal, renice or pin "
+                            "processes, or change file times", None))
+            if node.attr in FRAME_ATTRS:
+                out.append(("fixed", node.lineno, f"uses `.{node.attr}`, which reaches into the interpreter's state; kernels may not", None))
+        if isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__", "__spec__"):
+            out.append(("fixed", node.lineno, f"uses `{node.id}`, which reaches around the import rules; kernels may not", None))
+        targets = []
+        if isinstance(node, (ast.Assign, ast.Delete)):
+            targets = node.targets
+        elif isinstance(node, (ast.AugAssign, ast.AnnAssign)):
+            targets = [node.target]
+        for t in targets:
+            if isinstance(t, ast.Attribute):
+                out.append(("assign", node.lineno, dotted(t.value, al) or "", t.attr))
+        if isinstance(node, ast.Global):
+            out.append(("global", node.lineno, tuple(node.names), None))
+    return tuple(out)
+
+
+def file_aliases(path: Path) -> dict[str, str]:
+    """``aliases`` of a file, cached per file version; callers must not mutate the result."""
+    return _file_aliases(path, path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=1024)
+def _file_aliases(path: Path, mtime_ns: int) -> dict[str, str]:
+    return aliases(parse(path))
+
+
+def check_kernel_source(root: Path, claim: Claim, claim_path: str = "") -> list[Problem]:
+    """Every static rule, located at the offending line of the kernel's source.
+
+    Many claims share a kernel file, so the answer is memoized on what it depends on: the refs,
+    the forbidden names, and the entry files' modification times."""
+    refs = (claim.kernel.impl, claim.kernel.prepare, claim.baseline.impl)
+    stamps = []
+    for ref in refs:
+        if ref:
+            try:
+                stamps.append((root / split_ref(ref)[0]).stat().st_mtime_ns)
+            except OSError:
+                stamps.append(None)
+    key = (root, refs, tuple(claim.correctness.forbidden), tuple(stamps))
+    if key not in _MEMO:
+        if len(_MEMO) > 4096:
+            _MEMO.clear()
+        _MEMO[key] = tuple(_check_kernel_source(root, claim))
+    return list(_MEMO[key])
+
+
+_MEMO: dict[tuple, tuple] = {}
+
+
+def _check_kernel_source(root: Path, claim: Claim) -> list[Problem]:
+    problems: list[Problem] = []
+    kfile, kfunc = split_ref(claim.kernel.impl)
+    bfile, bfunc = split_ref(claim.baseline.impl)
+    kpath, bpath = (root / kfile).resolve(), (root / bfile).resolve()
+    starts = [(kpath, kfunc, "kernel.impl")]
+    if claim.kernel.prepare:
+        pfile, pfunc = split_ref(claim.kernel.prepare)
+        starts.append(((root / pfile).resolve(), pfunc, "kernel.prepare"))
+    files = closure(root, {p for p, _, _ in starts if p.is_file()})
+
+    def add(p: Path, line: int, key: str, msg: str) -> None:
+        rel = p.relative_to(root.resolve()) if p.is_relative_to(root.resolve()) else p
+        problems.append(Problem(str(rel), line, key, msg))
+
+    bmod = ".".join(bpath.relative_to(root.resolve()).with_suffix("").parts) if bpath.is_relative_to(root.resolve()) else ""
+    for f in sorted(files):
+        if f.suffix != ".py":
+            continue
+        protected = set(PROTECTED_ROOTS) | ({bmod} if bmod and f != bpath else set())
+        for kind, line, a, b in module_facts(f):
+            if kind == "fixed":
+                add(f, line, "kernel.impl", a)
+            elif kind == "assign" and (a.split(".")[0] in protected or a in protected):
+                add(f, line, "kernel.impl", f"assigns to `{a}.{b}`: patching {a} can slow the baseline or fake the timer")
+            elif kind == "global" and f == bpath and bfunc in a:
+                add(f, line, "kernel.impl", f"rebinds the baseline function `{bfunc}`")
+    forbidden = list(claim.correctness.forbidden)
+    for start, func, key in starts:
+        for p, refs in reachable(root, start, func):
+            for kind, line, name, extra in refs:
+                if kind == "str":
+                    hit = _forbidden_hit(name, forbidden, resolved=False)
+                    if hit and name == hit.split(".")[-1]:
+                        add(p, line, key, f"names forbidden `{hit}` in a string (a getattr call?); the kernel must not use it")
+                    continue
+                if kind == "attr":
+                    resolved = extra
+                else:
+                    if p == bpath and name == bfunc:
+                        add(p, line, key, f"calls the baseline's own function `{bfunc}`; the kernel must compute the answer itself")
+                        continue
+                    if extra is None:
+                        continue
+                    name, resolved = extra, True
+                if p != bpath and bmod and name == f"{bmod}.{bfunc}":
+                    add(p, line, key, f"calls the baseline's own function `{bfunc}`; the kernel must compute the answer itself")
+                    continue
+                hit = _forbidden_hit(name, forbidden, resolved)
+                if hit:
+                    add(p, line, key, f"uses `{name}`, which the claim forbids (`{hit}`)")
+    return _dedupe(problems)
+
+
+def _root(node: ast.AST) -> str | None:
+    while isinstance(node, ast.Attribute):
+        node = node.value
+    return node.id if isinstance(node, ast.Name) else None
+
+
+def _dedupe(problems: list[Problem]) -> list[Problem]:
+    seen, out = set(), []
+    for p in problems:
+        k = (p.path, p.line, p.message)
+        if k not in seen:
+            seen.add(k)
+            out.append(p)
+    return out

@@ -1,0 +1,238 @@
+"""What a claim's code is made of, read with ``ast`` and never imported.
+
+Records hash these files, ``--changed-since`` diffs them, and the static rules read them. A project
+module is any ``.py`` under the project root reached by imports from the claim's entry points,
+plus the ``.cu``/``.cuh`` files those modules name in string literals.
+
+It also draws the line between a claim's two sides: the task side (inputs, reference, baseline)
+must be importable without running a line of the kernel's module, so that the judge's inputs are
+never made where kernel code has run (``task_side_rule``).
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+from collections import deque
+from functools import lru_cache
+from pathlib import Path
+from typing import Callable
+
+from claimbench.spec.claim import Claim
+
+_CU = re.compile(r"[\w./-]+\.(?:cu|cuh|h|cpp)$")
+
+
+def impl_refs(claim: Claim) -> list[tuple[str, str]]:
+    """(key, `file.py:function`) for every callable the claim names."""
+    refs = [("workload.inputs", claim.workload.inputs), ("kernel.impl", claim.kernel.impl),
+            ("baseline.impl", claim.baseline.impl)]
+    if claim.kernel.prepare:
+        refs.append(("kernel.prepare", claim.kernel.prepare))
+    if claim.baseline.prepare:
+        refs.append(("baseline.prepare", claim.baseline.prepare))
+    if claim.correctness.reference != "baseline-float64":
+        refs.append(("correctness.reference", claim.correctness.reference))
+    return refs
+
+
+def split_ref(ref: str) -> tuple[str, str]:
+    path, _, func = ref.rpartition(":")
+    return path, func
+
+
+@lru_cache(maxsize=512)
+def parse_file(path: Path, mtime_ns: int = 0) -> ast.Module:
+    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
+
+
+def parse(path: Path) -> ast.Module:
+    return parse_file(path, path.stat().st_mtime_ns)
+
+
+def module_file(root: Path, dotted: str) -> Path | None:
+    """The project file a dotted import names, if it is one of ours."""
+    base = root.joinpath(*dotted.split("."))
+    for cand in (base.with_suffix(".py"), base / "__init__.py"):
+        if cand.is_file():
+            return cand
+    return None
+
+
+def imported_project_files(root: Path, path: Path) -> set[Path]:
+    """Project modules and data files one module imports or names."""
+    try:
+        names, strings = _import_facts(root, path, path.stat().st_mtime_ns)
+    except (SyntaxError, OSError, UnicodeDecodeError):
+        return set()
+    out: set[Path] = set()
+    for s in strings:
+        cand = (path.parent / s).resolve()
+        if cand.is_file() and cand.is_relative_to(root):
+            out.add(cand)
+    me = path.resolve()
+    for name in names:
+        f = module_file(root, name)
+        if f is not None and f.resolve() != me:
+            out.add(f.resolve())
+    return out
+
+
+@lru_cache(maxsize=2048)
+def _import_facts(root: Path, path: Path, mtime_ns: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Dotted names a module imports and the data-file names in its strings, per file version;
+    whether they exist is asked afresh each time."""
+    tree = parse(path)
+    pkg = path.parent.relative_to(root).parts if path.is_relative_to(root) else ()
+    names: list[str] = []
+    strings: list[str] = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import):
+            names.extend(a.name for a in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parent = pkg[: len(pkg) - node.level + 1]
+                mod = ".".join(parent + ((node.module,) if node.module else ()))
+            else:
+                mod = node.module or ""
+            names.extend([mod] + [f"{mod}.{a.name}" for a in node.names])
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _CU.search(node.value):
+            strings.append(node.value)
+    return tuple(n for n in names if n), tuple(strings)
+
+
+def closure(root: Path, files: set[Path]) -> set[Path]:
+    """Every project file reachable by imports from ``files``."""
+    root = root.resolve()
+    seen: set[Path] = set()
+    todo = [f.resolve() for f in files]
+    while todo:
+        f = todo.pop()
+        if f in seen or not f.is_file():
+            continue
+        seen.add(f)
+        if f.suffix == ".py":
+            todo.extend(imported_project_files(root, f) - seen)
+    return seen
+
+
+def claim_sources(root: Path, claim: Claim) -> set[Path]:
+    """The files a claim's run depends on (the claim file itself excluded)."""
+    entry = {(root / split_ref(ref)[0]).resolve() for _, ref in impl_refs(claim)}
+    return closure(root, {p for p in entry if p.is_file()})
+
+
+def top_level_names(tree: ast.Module) -> set[str]:
+    """Names a module defines at top level: functions, classes, assignments, imports."""
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.add(node.name)
+        elif isinstance(node, ast.Assign):
+            for t in node.targets:
+                names.update(n.id for n in ast.walk(t) if isinstance(n, ast.Name))
+        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name):
+            names.add(node.target.id)
+        elif isinstance(node, (ast.Import, ast.ImportFrom)):
+            names.update((a.asname or a.name).split(".")[0] for a in node.names)
+    return names
+
+
+# The claim's task side and kernel side, by the keys that name their entry points.
+TASK_KEYS = ("workload.inputs", "correctness.reference", "baseline.impl", "baseline.prepare")
+KERNEL_KEYS = ("kernel.impl", "kernel.prepare")
+
+
+@lru_cache(maxsize=2048)
+def _import_lines(root: Path, path: Path, mtime_ns: int) -> tuple[tuple[Path, int], ...]:
+    """(project module, line) for each import statement of one module version that names one."""
+    tree = parse(path)
+    pkg = path.parent.relative_to(root).parts if path.is_relative_to(root) else ()
+    me = path.resolve()
+    out: list[tuple[Path, int]] = []
+    for node in ast.walk(tree):
+        names: list[str] = []
+        if isinstance(node, ast.Import):
+            names = [a.name for a in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                parent = pkg[: len(pkg) - node.level + 1]
+                mod = ".".join(parent + ((node.module,) if node.module else ()))
+            else:
+                mod = node.module or ""
+            names = [mod] + [f"{mod}.{a.name}" for a in node.names]
+        for name in names:
+            f = module_file(root, name) if name else None
+            if f is not None and f.resolve() != me:
+                out.append((f.resolve(), node.lineno))
+    return tuple(out)
+
+
+def import_chain(root: Path, start: Path, targets: set[Path]) -> list[tuple[Path, int, Path]] | None:
+    """The shortest chain of imports from ``start`` to any of ``targets``, as (importer, line,
+    imported) steps; ``[]`` when ``start`` is itself a target, ``None`` when none is reached."""
+    root, start = root.resolve(), start.resolve()
+    targets = {t.resolve() for t in targets}
+    if start in targets:
+        return []
+    came: dict[Path, tuple[Path, int] | None] = {start: None}
+    todo = deque([start])
+    while todo:
+        f = todo.popleft()
+        try:
+            edges = _import_lines(root, f, f.stat().st_mtime_ns)
+        except (SyntaxError, OSError, UnicodeDecodeError):
+            continue
+        for g, line in edges:
+            if g in came:
+                continue
+            came[g] = (f, line)
+            if g in targets:
+                chain = []
+                while came[g] is not None:
+                    prev, at = came[g]  # type: ignore[misc]
+                    chain.append((prev, at, g))
+                    g = prev
+                return chain[::-1]
+            todo.append(g)
+    return None
+
+
+def task_side_rule(root: Path, claim: Claim, add: Callable[[tuple[str, ...], str], None]) -> None:
+    """Refuse a task-side entry point whose module has the kernel's module in its import closure.
+
+    The inputs, the reference and the baseline run where no kernel code may have run; a module
+    that imports the kernel's file (or is that file) would run it at import. ``add(keypath, msg)``
+    receives one message per offending key."""
+    root = root.resolve()
+    refs = dict(impl_refs(claim))
+    kernel_files = {(root / split_ref(refs[k])[0]).resolve() for k in KERNEL_KEYS if k in refs}
+    kernel_files = {f for f in kernel_files if f.is_file()}
+    if not kernel_files:
+        return
+
+    def rel(p: Path) -> str:
+        return str(p.relative_to(root)) if p.is_relative_to(root) else str(p)
+
+    for key in TASK_KEYS:
+        if key not in refs:
+            continue
+        path = (root / split_ref(refs[key])[0]).resolve()
+        if not path.is_file():
+            continue
+        chain = import_chain(root, path, kernel_files)
+        if chain is None:
+            continue
+        if not chain:
+            what = f"`{rel(path)}` is the kernel's own module"
+        else:
+            steps = ", ".join(f"{rel(a)}:{line} imports {rel(b)}" for a, line, b in chain)
+            what = f"`{rel(path)}` imports the kernel's module `{rel(chain[-1][2])}` ({steps})"
+        add(tuple(key.split(".")), f"{what}, so the {_ROLE[key]} would be made where kernel code has "
+            "run; split it: kernels/<mechanism>/task.py holds make_inputs, the reference and the "
+            "baseline, kernels/<mechanism>/kernel.py holds the kernel and its prepare and may import "
+            "task.py, never the reverse (README, 'Adding a claim')")
+
+
+_ROLE = {"workload.inputs": "inputs", "correctness.reference": "reference",
+         "baseline.impl": "baseline", "baseline.prepare": "baseline's operands"}

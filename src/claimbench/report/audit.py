@@ -1,0 +1,275 @@
+"""Audit: prove that every number in the list is backed, and that every record says what it holds.
+
+CI runs this on every pull request, on CPU. It reads every record file itself (never the index),
+recomputes each verdict, value and CI from the record's own samples (`recordcheck`), judges which
+records stand exactly as publish does (`standing.judge`, through `publish.build_plan`),
+recomputes what publish would write, and compares that with the list. Every failure is a
+located `Problem`: a record that does not stand (forged, misplaced, from the future, at odds
+with its claim, changed since it was committed), a file under results/records/ that is not a
+record, a committed record that was deleted, and every number the list shows wrongly. Records
+are checked in chunks on two worker processes; results are cached under `results/.cache/` keyed
+by the record's sha256 and a fingerprint of the checking code (a read-only results folder only
+skips the cache). CI starts without the cache.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from concurrent.futures import ProcessPoolExecutor
+from functools import partial
+from pathlib import Path
+from typing import Callable, Optional
+
+from claimbench.store.index import Summary, paused_gc, scan_tree
+from claimbench.store.jsonio import loads_json
+from claimbench.report.listing import Entry, ListError, parse_list, read_region
+from claimbench.spec.problem import Problem
+from claimbench.store.recordcheck import _init, _init_worker, _verify_chunk, fingerprint, summary_from_cache
+from claimbench.store.recordcheck import check_record, check_records  # noqa: F401 (audit's public checks)
+from claimbench.stats.status import Status
+
+CACHE_DIR = ".cache"
+_PARALLEL_MIN = 500
+_CHUNK = 256  # records per task: enough to batch their bootstraps, few enough to balance two workers
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+def verify_records(results: Path, *, workers: int = 2, cache: bool = True, side: Optional[Callable] = None,
+                   paths: Optional[list] = None) -> tuple[list[tuple[Summary, list]], object]:
+    """Read, hash and check every record file; (summary, [(key, message)]) for each, by path.
+
+    ``side``, a picklable callable, runs on one of the workers while the others read records, so
+    the serial work after this (checking the claims) is already done; its result comes second
+    (None when there were too few records to start workers)."""
+    results = Path(results)
+    cfile = results / CACHE_DIR / f"audit-{fingerprint()}.jsonl"
+    cached = _load_cache(cfile) if cache else {}
+    paths = scan_tree(results)[0] if paths is None else paths
+    chunks = [paths[i:i + _CHUNK] for i in range(0, len(paths), _CHUNK)]
+    side_result = None
+    out, lines = [], {}
+    if workers > 1 and len(paths) >= _PARALLEL_MIN:
+        with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(frozenset(cached),)) as pool, paused_gc():
+            pending = pool.submit(side) if side is not None else None
+            for chunk in pool.map(_verify_chunk, chunks):  # collected while the workers go on
+                _collect(chunk, cached, out, lines)
+            side_result = pending.result() if pending is not None else None
+    else:
+        _init(frozenset(cached))
+        try:
+            for chunk in chunks:
+                _collect(_verify_chunk(chunk), cached, out, lines)
+        finally:
+            _init(frozenset())
+    if cache and lines.keys() != cached.keys():
+        _save_cache(cfile, [line for line in lines.values() if line])
+    return out, side_result
+
+
+def _collect(rows, cached, out: list, lines: dict) -> None:
+    """Summaries and problems into ``out``; every record's cache line into ``lines``."""
+    with paused_gc():
+        for rel, size, mtime, sha, s, probs, line in rows:
+            if s is None:
+                summ, probs, lines[sha] = cached[sha]
+                s = summary_from_cache(rel, size, mtime, sha, summ)
+            elif sha:
+                lines[sha] = line
+            out.append((s, probs))
+
+
+def _load_cache(path: Path) -> dict:
+    """sha256 -> (summary fields, problems, the line itself)."""
+    out = {}
+    try:
+        lines = path.read_bytes().splitlines()
+    except OSError:
+        return out
+    for line in lines:
+        try:
+            d = loads_json(line)
+            out[d["sha256"]] = (d["summary"], [tuple(p) for p in d["problems"]], line.decode("utf-8") + "\n")
+        except (ValueError, KeyError, TypeError):
+            continue
+    return out
+
+
+def _save_cache(path: Path, lines) -> None:
+    """A cache: skipped when the results folder cannot be written (read-only, full)."""
+    tmp = None
+    try:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.writelines(lines)
+        os.replace(tmp, path)
+        tmp = None
+        for old in path.parent.glob("audit-*.jsonl"):  # caches of older code are dead weight
+            if old != path:
+                old.unlink(missing_ok=True)
+    except OSError:
+        pass
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)
+
+
+def audit(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,
+          max_per_entry: int = 3, workers: int = 2, cache: bool = True, now: Optional[str] = None) -> list[Problem]:
+    """Every reason the list or the records cannot be trusted; empty when all is well."""
+    return audit_report(root, list_path, results_dir, allow_dirty=allow_dirty, max_per_entry=max_per_entry,
+                        workers=workers, cache=cache, now=now)[0]
+
+
+def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,
+                 max_per_entry: int = 3, workers: int = 2, cache: bool = True,
+                 now: Optional[str] = None) -> tuple[list[Problem], list]:
+    """(problems, [(summary, record problems)] for every record file checked)."""
+    from claimbench.store.provenance import changed_tracked_records
+
+    root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
+    paths, strays = scan_tree(results_dir)
+    checked, known = verify_records(results_dir, workers=workers, cache=cache, paths=paths,
+                                    side=partial(_check_claim_files, root, list_path))
+    tracked = changed_tracked_records(root, results_dir)
+    with paused_gc():  # a million live objects from the records: every collection would walk them all
+        problems = _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache, known,
+                               now=now, strays=strays, tracked=tracked)
+    return problems, checked
+
+
+def _check_claim_files(root: Path, list_path: Path) -> Optional[dict]:
+    """`check_file` of every claim file under claims/, run beside the record workers: the claims
+    behind the list's numbers are then already checked when the plan needs them."""
+    from claimbench.gate.policy import check_files, discover
+    from claimbench.report.standing import Hashes
+
+    try:
+        text = list_path.read_bytes().decode("utf-8")
+        listing = parse_list(text, str(list_path))
+    except (OSError, UnicodeDecodeError, ListError):
+        return None  # _audit_list reports the list itself
+    files = discover([], root)
+    hashes = Hashes(root)
+    for f in files:
+        try:
+            hashes.get(f.resolve().relative_to(Path(root).resolve()).as_posix())
+        except ValueError:
+            continue
+    return {"text": text, "checks": check_files(files, root, listing), "hashes": hashes.memo}
+
+
+def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache,
+                known=None, *, now=None, strays=(), tracked=None) -> list[Problem]:
+    from claimbench.report.publish import build_plan, shown_path
+
+    shown_results = shown_path(results_dir, root)
+    intrinsic = {s.path: probs for s, probs in checked}
+    summaries = [s for s, _ in checked]
+    shown_list = shown_path(list_path, root)
+
+    def plan_for(text: str):
+        same_list = known is not None and known["text"] == text
+        return build_plan(root, list_path, results_dir, text, summaries, allow_dirty=allow_dirty,
+                          max_per_entry=max_per_entry, cache=cache, known_checks=known["checks"] if same_list else None,
+                          known_hashes=known["hashes"] if known is not None else None,
+                          verify=lambda ss: {s.path: (s, intrinsic.get(s.path) or []) for s in ss},
+                          now=now, strays=strays, tracked=tracked)
+
+    list_problems: list[Problem] = []
+    listing = plan = None
+    try:
+        text = list_path.read_bytes().decode("utf-8")
+        listing = parse_list(text, shown_list)
+        plan = plan_for(text)
+    except ListError as e:
+        list_problems.append(Problem(shown_list, e.line, "list", str(e).removeprefix(f"{e.path}:{e.line}: ")))
+    except (OSError, UnicodeDecodeError) as e:
+        list_problems.append(Problem(shown_list, 1, "list", f"cannot read the list: {e}"))
+    if plan is None:  # the records are judged all the same, against a list with no entries
+        plan = plan_for("")
+    problems = _record_problems(shown_results, intrinsic, plan, strays, tracked or {})
+    if listing is None:
+        return problems + list_problems
+    problems += list(plan.problems)
+    by_path = {s.path: s for s in summaries}
+    for entry in listing.entries:
+        key, want = plan.expected[entry.line]
+        have = read_region(entry)
+        if have != ((key, want) if want is not None else None):
+            problems += _diagnose(shown_list, entry, have, want, plan, by_path, list_path, results_dir)
+    return problems
+
+
+def _record_problems(at: str, intrinsic: dict, plan, strays, tracked: dict) -> list[Problem]:
+    """Each record's problems (its own, then the judgement's), strays and deleted committed records."""
+    refused: dict[str, list] = {}
+    for path, key, msg in plan.refused:
+        refused.setdefault(path, []).append((key, msg))
+    out = []
+    for path in sorted(set(intrinsic) | set(refused)):
+        seen = []
+        for key, msg in list(intrinsic.get(path) or []) + refused.get(path, []):
+            if (key, msg) not in seen:
+                seen.append((key, msg))
+                out.append(Problem(f"{at}/{path}", 1, key, msg))
+    out += [Problem(f"{at}/{path}", 1, "file", why) for path, why in strays]
+    out += [Problem(f"{at}/{path}", 1, "record", f"{how} since commit HEAD; committed evidence is immutable: "
+                    f"restore it with `git checkout -- {at}/{path}`") for path, how in sorted(tracked.items())
+            if path not in intrinsic]
+    return out
+
+
+def _diagnose(shown, entry: Entry, have, want, plan, by_path, list_path, results_dir) -> list[Problem]:
+    """Say what is wrong with one entry's region, most specific reason first."""
+    def p(msg: str) -> Problem:
+        return Problem(shown, entry.line, entry.key, msg)
+
+    if have is None:
+        return [p(f"publish would show {want!r} here, but the list has no number; run claimbench publish")]
+    key, content = have
+    out = []
+    if key != entry.key:
+        out.append(p(f"marker key {key!r} is not this entry's key {entry.key!r}: moved or written by hand"))
+    links_have = _links(content, list_path, results_dir)
+    links_want = _links(want or "", list_path, results_dir)
+    for rel in [r for r in links_have if r not in links_want]:
+        out.append(p(f"shows a number that no current verified record backs: {_why(rel, plan, by_path)}"))
+    for rel in [r for r in links_want if r not in links_have]:
+        out.append(p(f"lacks the number from {plan.results_shown}/{rel}, a current verified record; "
+                     "run claimbench publish"))
+    if not links_have and content.strip() and want is None:
+        out.append(p(f"shows {content!r} inside the markers, but no current verified record backs a number here"))
+    elif not out and content != want:
+        out.append(p(f"hand-edited text inside the markers: the list has {content!r}, "
+                     f"publish writes {want!r}"))
+    return out
+
+
+def _links(content: str, list_path: Path, results_dir: Path) -> list[str]:
+    """Record links in a region, as paths relative to the results folder (or as written)."""
+    base, res = list_path.resolve().parent, results_dir.resolve()
+    out = []
+    for link in _LINK.findall(content):
+        target = (base / link).resolve()
+        out.append(target.relative_to(res).as_posix() if target.is_relative_to(res) else link)
+    return out
+
+
+def _why(rel: str, plan, by_path) -> str:
+    s = by_path.get(rel)
+    shown = f"{plan.results_shown}/{rel}"
+    if s is None:
+        return f"it links {rel}, which is not a record in {plan.results_shown}"
+    if not s.ok:
+        return f"it links an unreadable record: {s.error}"
+    if rel in plan.why_not:
+        return f"record {shown}: {plan.why_not[rel]}"
+    if s.verdict != Status.VERIFIED.value:
+        return f"record {shown} is {s.verdict}, not verified"
+    if any(n.record == rel for n in plan.hidden):
+        return f"record {shown} is over the limit of numbers per entry"
+    return f"record {shown} is not the latest current verified record for {s.claim_id} on {s.hardware}"
+

@@ -1,0 +1,236 @@
+"""Ingest: bring records made elsewhere (a fleet runner's artifact, `results/runs`) into the
+committed store `results/records`, after checking that each says what it holds.
+
+A record names the commit it ran from and the sha256 of its claim file and of every project file
+the run imported or read. Ingest reads those files at that commit (`git cat-file --batch`, one
+process for every record) and refuses a record whose hashes do not match them: a number is only
+worth committing when the code that produced it can be checked out. The verdict, value and CI are
+recomputed from the record's own samples by audit's record check, the one `audit` uses, so a
+record ingest accepts is one audit accepts. Records from a dirty tree, an unknown commit or an
+outdated protocol are refused too. The good ones are copied byte for byte under their own names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import re
+import subprocess
+import tempfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterable, Optional
+
+from claimbench.errors import UsageError
+from claimbench.store.jsonio import loads_json
+from claimbench.spec.problem import Problem
+from claimbench.store.record import MIN_PROTOCOL_VERSION, Record, RecordError, parse_record
+
+_COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
+_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.json$")
+_REL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")
+
+
+@dataclass
+class IngestReport:
+    ingested: list[tuple[str, str]] = field(default_factory=list)  # (source, destination)
+    present: list[tuple[str, str]] = field(default_factory=list)   # already there, byte for byte
+    refused: list[Problem] = field(default_factory=list)           # one per refused file
+
+    @property
+    def ok(self) -> bool:
+        return not self.refused
+
+
+@dataclass
+class _Candidate:
+    source: Path
+    raw: bytes
+    rec: Record
+
+
+def find_records(paths: Iterable[Path]) -> list[Path]:
+    """Record files under each path (a file, a results folder, an unpacked artifact), sorted;
+    hidden files and folders (`.cache`, `.tmp-*`) are skipped."""
+    out: list[Path] = []
+    for p in map(Path, paths):
+        if p.is_file():
+            out.append(p)
+        elif p.is_dir():
+            for dirpath, dirs, files in os.walk(p):
+                dirs[:] = sorted(d for d in dirs if not d.startswith("."))
+                out += [Path(dirpath) / f for f in sorted(files) if f.endswith(".json") and not f.startswith(".")]
+        else:
+            raise UsageError(f"{p}: no such file or folder")
+    return list(dict.fromkeys(out))
+
+
+def ingest(root: Path, sources: Iterable[Path], results: Path, *, dry_run: bool = False) -> IngestReport:
+    """Check every record under ``sources`` and copy the good ones into ``results/records``."""
+    root, results = Path(root), Path(results)
+    _require_git(root)
+    report = IngestReport()
+    candidates = []
+    for path in find_records(sources):
+        cand, problem = _read(path)
+        if problem is not None:
+            report.refused.append(problem)
+        elif (problem := _static(cand)) is not None:
+            report.refused.append(problem)
+        else:
+            candidates.append(cand)
+    blobs = _git_blobs(root, _wanted(candidates))
+    hashed = []
+    for cand in candidates:
+        problem = _against_commit(cand, blobs)
+        if problem is not None:
+            report.refused.append(problem)
+        else:
+            hashed.append(cand)
+    for cand, problems in zip(hashed, _recompute([c.rec for c in hashed])):
+        if problems:
+            key, msg = problems[0]
+            more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
+            report.refused.append(_refuse(cand.source, key, f"{msg}{more}"))
+        else:
+            _place(cand, results, report, dry_run)
+    report.refused.sort(key=lambda p: p.path)
+    return report
+
+
+def _recompute(recs: list[Record]) -> list[list[tuple[str, str]]]:
+    """Audit's own record check (invariants, and the verdict, value and CI recomputed from the
+    samples): the one place ingest calls it."""
+    from claimbench.report.audit import check_records
+
+    return check_records(recs) if recs else []
+
+
+def _refuse(path: Path, key: str, message: str) -> Problem:
+    return Problem(str(path), 1, key, _one_line(message))
+
+
+def _one_line(text: str) -> str:
+    """Record text reaches a terminal: printable characters only, one line."""
+    return " ".join("".join(ch if ch.isprintable() else " " for ch in str(text)).split())
+
+
+def _read(path: Path) -> tuple[Optional[_Candidate], Optional[Problem]]:
+    try:
+        raw = path.read_bytes()
+        rec = parse_record(loads_json(raw), str(path))
+    except OSError as e:
+        return None, _refuse(path, "file", f"cannot read: {e.strerror or e}")
+    except ValueError as e:
+        return None, _refuse(path, "record", f"not valid JSON: {e}")
+    except RecordError as e:
+        return None, _refuse(path, "record", str(e).removeprefix(f"{path}: "))
+    return _Candidate(path, raw, rec), None
+
+
+def _static(c: _Candidate) -> Optional[Problem]:
+    """What can be refused without git: the name, the commit, the tree, the protocol, the paths."""
+    rec, path = c.rec, c.source
+    if not _NAME.match(path.name):
+        return _refuse(path, "file", "a record's file name is letters, digits, `.`, `_` and `-`, ending in .json")
+    if not re.match(r"^[a-z0-9][a-z0-9._-]{0,99}$", rec.claim_id):
+        return _refuse(path, "claim_id", f"{rec.claim_id!r} is not a claim id")
+    if rec.git_dirty is not False:
+        return _refuse(path, "git_dirty", "made from a dirty or unknown tree: its files are in no commit; "
+                       "rerun from a clean checkout")
+    if not rec.git_commit or not _COMMIT.match(rec.git_commit):
+        return _refuse(path, "git_commit", f"{rec.git_commit!r} is not a commit hash; rerun from a clean checkout")
+    if rec.protocol_version < MIN_PROTOCOL_VERSION:
+        return _refuse(path, "protocol_version", f"protocol {rec.protocol_version} is older than the minimum "
+                       f"{MIN_PROTOCOL_VERSION} that publish uses; rerun the claim")
+    for rel in [rec.claim_path, *rec.source_sha256]:
+        if not _REL.match(rel) or ".." in rel.split("/"):
+            return _refuse(path, "source_sha256", f"{rel!r} is not a path inside the project")
+    if Path(rec.claim_path).stem != rec.claim_id:
+        return _refuse(path, "claim_path", f"{rec.claim_path!r} is not the file of claim {rec.claim_id!r}")
+    return None
+
+
+def _wanted(cands: list[_Candidate]) -> list[str]:
+    specs = []
+    for c in cands:
+        specs.append(f"{c.rec.git_commit}^{{commit}}")
+        specs += [f"{c.rec.git_commit}:{rel}" for rel in [c.rec.claim_path, *c.rec.source_sha256]]
+    return list(dict.fromkeys(specs))
+
+
+def _against_commit(c: _Candidate, blobs: dict[str, Optional[bytes]]) -> Optional[Problem]:
+    rec, commit = c.rec, c.rec.git_commit
+    if blobs.get(f"{commit}^{{commit}}") is None:
+        return _refuse(c.source, "git_commit", f"commit {commit} is not in this repository; fetch it "
+                       f"(git fetch origin {commit}) or ingest from a clone that has it")
+    checks = [("claim_sha256", rec.claim_path, rec.claim_sha256)] + [
+        ("source_sha256", rel, sha) for rel, sha in sorted(rec.source_sha256.items())]
+    for key, rel, want in checks:
+        blob = blobs.get(f"{commit}:{rel}")
+        if blob is None:
+            return _refuse(c.source, key, f"{rel} does not exist at commit {commit[:12]}")
+        if hashlib.sha256(blob).hexdigest() != want:
+            return _refuse(c.source, key, f"{rel} at commit {commit[:12]} does not have the sha256 the record "
+                           "names: the record was not made from that commit's files")
+    return None
+
+
+def _require_git(root: Path) -> None:
+    try:
+        ok = subprocess.run(["git", "-C", str(root), "rev-parse", "--git-dir"], capture_output=True,
+                            timeout=60).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        ok = False
+    if not ok:
+        raise UsageError(f"{root}: not a git repository; ingest checks each record against the commit it names")
+
+
+def _git_blobs(root: Path, specs: list[str]) -> dict[str, Optional[bytes]]:
+    """spec -> the object's bytes (None when missing), for every spec in one `git cat-file --batch`."""
+    if not specs:
+        return {}
+    proc = subprocess.run(["git", "-C", str(root), "cat-file", "--batch"], input="".join(s + "\n" for s in specs).encode(),
+                          capture_output=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"git cat-file failed: {proc.stderr.decode(errors='replace').strip()}")
+    out, at = {}, 0
+    data = proc.stdout
+    for spec in specs:
+        end = data.index(b"\n", at)
+        header = data[at:end].split()
+        at = end + 1
+        if len(header) == 3 and header[2].isdigit():
+            size = int(header[2])
+            out[spec] = data[at:at + size]
+            at += size + 1
+        else:  # "<spec> missing" or "ambiguous"
+            out[spec] = None
+    return out
+
+
+def _place(c: _Candidate, results: Path, report: IngestReport, dry_run: bool) -> None:
+    dest = results / "records" / c.rec.claim_id / c.source.name
+    pair = (str(c.source), str(dest))
+    if dest.exists():
+        if dest.read_bytes() == c.raw:
+            report.present.append(pair)
+        else:
+            report.refused.append(_refuse(c.source, "file", f"{dest} already holds a different record of that "
+                                          "name; rename one of them"))
+        return
+    report.ingested.append(pair)
+    if dry_run:
+        return
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=dest.parent)
+    try:
+        with os.fdopen(fd, "wb") as f:
+            f.write(c.raw)
+        os.replace(tmp, dest)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    from claimbench.store.index import append_index
+
+    append_index(results, dest, c.rec)

@@ -1,0 +1,341 @@
+"""Publish: put each verified, current number on its list entry, and take every other one off.
+
+Which records count is `standing.judge`, the judgement audit uses too, so publish never shows a
+number audit would reject: before a record's number goes on the list, the record is read again
+from disk and checked like audit checks it (its verdict recomputed from its samples), whatever
+the index said.
+Each number reads `value [95% CI] vs baseline · kernel · machine · dtype · [record](...)`, all
+text from claims and records escaped (`safetext.markdown`). Numbers go in one marker region per
+entry, most recent first, at most `max_per_entry`. `publish` reads records only, runs nothing,
+writes the list atomically and only if it did not change on disk meanwhile, and fails (exit 1)
+when it refused a record or took a number off.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable, Optional, Sequence
+
+from claimbench.report.display import dtype_short, format_number
+from claimbench.errors import UserError
+from claimbench.store.index import Summary, read_index
+from claimbench.report.listing import Listing, apply, parse_list, read_region
+from claimbench.spec.problem import Problem
+from claimbench.spec.safetext import markdown, plain
+from claimbench.report.standing import (VERIFIED, ClaimFacts, Hashes, Judgement, claim_ids, is_dirty, judge,  # noqa: F401 (re-exported)
+                       not_current, show_order, superseded)
+
+_LINK = re.compile(r"\]\(([^)\s]+)\)")
+
+
+class ListChanged(UserError):
+    """The list changed on disk while publish ran; it is left as the other writer left it."""
+
+
+@dataclass(frozen=True)
+class Number:
+    """One published number: which record backs which entry, and the text the list shows."""
+
+    claim_id: str
+    entry_key: str
+    entry_line: int
+    hardware: str
+    created_utc: str
+    record: str  # relative to the results folder
+    text: str  # Markdown, escaped
+    dirty: bool
+    machine: str = ""
+    parts: tuple = ()  # (value and interval, kernel, machine, dtype, record path) as plain text: terminals, HTML
+    order: tuple = ()  # `standing.show_order`: an entry shows its most recent numbers first
+
+
+@dataclass(frozen=True)
+class Removal:
+    """A number that comes off (or stays off) the list, and why."""
+
+    claim_id: str
+    hardware: str
+    record: str  # the newest verified record whose number is not shown
+    why: str
+    machine: str = ""
+
+
+@dataclass(frozen=True)
+class PublishPlan:
+    list_path: Path
+    text: str
+    new_text: str
+    numbers: tuple[Number, ...]
+    hidden: tuple[Number, ...]  # verified and current, but over max_per_entry
+    removed: tuple[Removal, ...]
+    corrupt: tuple[Summary, ...]
+    problems: tuple[Problem, ...]
+    expected: dict  # entry line -> (region key, content or None), for every entry of the list
+    why_not: dict  # record path -> why it backs no number (records that are not current)
+    cleared: tuple[tuple[str, str], ...] = ()  # (entry key, old content) of regions taken off
+    results_shown: str = "results"  # the results folder as messages name it
+    refused: tuple[tuple[str, str, str], ...] = ()  # (record path, key, message): records that do not stand
+    strays: tuple[tuple[str, str], ...] = ()  # (path, why): files under records/ that are not records
+    tampered: tuple[tuple[str, str], ...] = ()  # (claim id, why): committed evidence changed
+    taken_off: tuple[tuple[str, str], ...] = ()  # (entry key, record link) that left the list
+
+    @property
+    def changed(self) -> bool:
+        return self.new_text != self.text
+
+    @property
+    def failed(self) -> bool:
+        """Exit 1: a record was refused, committed evidence changed, or a number came off."""
+        return bool(self.refused or self.strays or self.tampered or self.taken_off or self.cleared)
+
+    def lines(self, dry_run: bool = False) -> list[str]:
+        """The report: what is shown, what came off and why, what was refused."""
+        state = ("list would change" if dry_run else "list updated") if self.changed else "list unchanged"
+        entries = len({n.entry_line for n in self.numbers})
+        refused = len({r[0] for r in self.refused}) + len(self.strays)
+        out = [f"{self.list_path}: {len(self.numbers)} number{'s' * (len(self.numbers) != 1)} on {entries} "
+               f"entr{'y' if entries == 1 else 'ies'}; {len(self.removed)} off; {refused} refused; {state}"]
+        at = self.results_shown
+        out += [f"  + {plain(n.entry_key)}: {' · '.join(n.parts)}" for n in self.numbers]
+        out += [f"  . {plain(n.entry_key)}: over the per-entry limit, not shown: {at}/{n.record}" for n in self.hidden]
+        out += [f"  - {plain(key)}: taken off, no current verified record backs it: {plain(old)}" for key, old in self.cleared]
+        out += [f"  - {plain(key)}: took off the number from {plain(link)}" for key, link in self.taken_off]
+        out += [f"  - {r.claim_id} on {plain(r.machine or r.hardware)}: {plain(r.why)} ({at}/{r.record})" for r in self.removed]
+        out += [f"  ! refused {at}/{plain(path)}: {key}: {plain(msg)}" for path, key, msg in self.refused]
+        out += [f"  ! not a record: {at}/{plain(path)}: {why}" for path, why in self.strays]
+        out += [f"  ! committed evidence of {cid} changed: {plain(why)}; restore it" for cid, why in self.tampered]
+        out += [f"  ! {p}" for p in self.problems]
+        return out
+
+
+def plan(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,
+         max_per_entry: int = 3, text: Optional[str] = None, now: Optional[str] = None) -> PublishPlan:
+    """What publish would write, from the index of records; nothing but caches is written."""
+    from claimbench.store.recordcheck import Verifier
+
+    results_dir = Path(results_dir)
+    index = read_index(results_dir)
+    if text is None:
+        text = Path(list_path).read_bytes().decode("utf-8")
+    from claimbench.store.provenance import changed_tracked_records
+
+    return build_plan(root, list_path, results_dir, text, index.summaries, allow_dirty=allow_dirty,
+                      max_per_entry=max_per_entry, verify=Verifier(results_dir), now=now,
+                      strays=index.strays, tracked=changed_tracked_records(root, results_dir))
+
+
+def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,
+               summaries: Sequence[Summary], *, allow_dirty: bool = False,
+               max_per_entry: int = 3, cache: bool = True, known_checks: Optional[dict] = None,
+               known_hashes: Optional[dict] = None, verify: Optional[Callable] = None, now: Optional[str] = None,
+               strays: Sequence = (), tracked: Optional[dict] = None) -> PublishPlan:
+    """The plan from given summaries (audit passes ones it read and checked itself; `verify`
+    answers for each record about to decide). Raises ListError."""
+    from claimbench.gate.claimcheck import check_claims
+
+    root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
+    listing = parse_list(text, str(list_path))
+    hashes = Hashes(root, known_hashes)
+    sources: dict[str, dict] = {}
+    for s in summaries:
+        if s.ok and hashes.get(s.claim_path) == s.claim_sha256:
+            sources.setdefault(s.claim_path, s.source_sha256)
+    paths = sorted(sources)
+    checked = dict(zip(paths, check_claims(paths, root, listing, sources=sources, known=known_checks,
+                                           cache_dir=results_dir / ".cache" if cache else None)))
+    j = judge(summaries, hashes=hashes, claims_by_id=claim_ids(root), facts=_facts(checked, results_dir),
+              verify=verify or (lambda ss: {}), now=now, allow_dirty=allow_dirty, tracked=tracked,
+              shown_on=_entry_line(listing, checked), cap=max_per_entry)
+    at = shown_path(results_dir, root)
+    removed = [Removal(g[0], g[1], s.path, why, g[2]) for g, s, why in superseded(j, at)]
+    numbers, problems = _attach(root, list_path, results_dir, listing, j.winners(), removed, j.why_not, checked)
+    refused = tuple((path, key, msg) for path in sorted(j.refused) for key, msg in j.refused[path])
+    return _finish(list_path, text, listing, numbers, removed, summaries, problems, j, max_per_entry,
+                   at, refused, tuple(strays), results_dir)
+
+
+def _facts(checked: dict, results_dir: Path) -> Callable[[str], Optional[ClaimFacts]]:
+    from functools import lru_cache
+
+    from claimbench.store.claimcopy import claim_digest, copy_differences, expected_copy
+    from claimbench.store.record import load_record
+
+    memo: dict = {}
+
+    def facts(path: str) -> Optional[ClaimFacts]:
+        if path not in memo:
+            r = checked.get(path)
+            claim = r.claim if r is not None else None
+            want = expected_copy(claim) if claim is not None else None
+            if want is None:
+                memo[path] = None
+            else:
+                by_form = lru_cache(maxsize=8)(lambda form, c=claim, w=want: claim_digest(c, form, w))
+                memo[path] = ClaimFacts(path, lambda like, d=by_form: d(like[:2]),
+                                        lambda rec, w=want: copy_differences(load_record(results_dir / rec), *w))
+        return memo[path]
+    return facts
+
+
+def _entry_line(listing: Listing, checked: dict) -> Callable[[Summary], Optional[int]]:
+    """The list line a record's number goes on: its claim's entry, when the claim passes check."""
+    memo: dict = {}
+
+    def line(s: Summary) -> Optional[int]:
+        if s.claim_path not in memo:
+            r = checked.get(s.claim_path)
+            memo[s.claim_path] = listing.find(r.claim.entry).line if r is not None and r.ok else None
+        r = checked.get(s.claim_path)
+        return memo[s.claim_path] if r is not None and r.claim is not None and r.claim.id == s.claim_id else None
+    return line
+
+
+def _attach(root, list_path, results_dir, listing: Listing, winners, removed, why_not, checked):
+    """Tie each winning record to its entry through its claim, which must still pass check."""
+    numbers, problems = [], []
+    prefix = Path(os.path.relpath(results_dir.resolve(), list_path.resolve().parent)).as_posix()
+    entries: dict[str, object] = {}  # claim file -> its entry; Listing.find scans every entry
+    for s in winners:
+        r = checked[s.claim_path]
+        if not r.ok or r.claim is None or r.claim.id != s.claim_id:
+            first = r.problems[0] if r.problems else f"claim id is not {s.claim_id}"
+            why = f"claim {s.claim_path} no longer passes check: {first}"
+            why_not[s.path] = why
+            removed.append(Removal(s.claim_id, s.hardware, s.path, why, s.machine))
+            problems.extend(r.problems or (Problem(s.claim_path, 1, "id", why),))
+            continue
+        if s.claim_path not in entries:
+            entries[s.claim_path] = listing.find(r.claim.entry)  # check passed, so it resolves
+        entry = entries[s.claim_path]
+        dirty = is_dirty(s)
+        link = s.path if prefix == "." else f"{prefix}/{s.path}"
+        value = format_number(s.metric, float(s.published_value), s.ci_low, s.ci_high, s.floor_term,
+                              markdown(r.claim.baseline.name))
+        parts = (format_number(s.metric, float(s.published_value), s.ci_low, s.ci_high, s.floor_term,
+                               plain(r.claim.baseline.name)), plain(r.claim.kernel.name), plain(s.machine),
+                 dtype_short(plain(s.dtype)), link) + (("dirty",) if dirty else ())
+        text = " · ".join([value, markdown(r.claim.kernel.name), markdown(s.machine), markdown(dtype_short(s.dtype)),
+                           f"[record]({link})"] + (["dirty"] if dirty else []))
+        numbers.append(Number(s.claim_id, entry.key, entry.line, s.hardware, s.created_utc, s.path,
+                              text, dirty, s.machine, parts, show_order(s)))
+    return numbers, problems
+
+
+def _finish(list_path, text, listing, numbers, removed, summaries, problems, j: Judgement, cap,
+            at, refused, strays, results_dir) -> PublishPlan:
+    by_line: dict[int, list[Number]] = {}
+    for n in numbers:
+        by_line.setdefault(n.entry_line, []).append(n)
+    shown, hidden, expected, updates, cleared, off = [], [], {}, {}, [], []
+    for entry in listing.entries:
+        ns = sorted(by_line.get(entry.line, []), key=lambda n: n.order, reverse=True)
+        shown += ns[:cap]
+        hidden += ns[cap:]
+        content = "; ".join(n.text for n in ns[:cap]) or None
+        expected[entry.line] = (entry.key, content)
+        old = read_region(entry)
+        if old != ((entry.key, content) if content is not None else None):
+            updates[entry.line] = (entry.key, content)
+            if content is None:
+                cleared.append((entry.key, old[1]))
+            else:
+                still = {n.claim_id for n in ns}
+                off += [(entry.key, link) for link in _LINK.findall(old[1] if old else "")
+                        if link not in content and _claim_of(link) not in still]
+    new_text = apply(text, updates, str(list_path)) if updates else text
+    corrupt = tuple(s for s in summaries if not s.ok)
+    return PublishPlan(list_path, text, new_text, tuple(shown), tuple(hidden), tuple(removed),
+                       corrupt, tuple(problems), expected, j.why_not, tuple(cleared), at, refused,
+                       strays, tuple(sorted(j.tampered.items())), tuple(off))
+
+
+def _claim_of(link: str) -> str:
+    parts = link.split("/")
+    return parts[-2] if len(parts) >= 2 else ""
+
+
+def shown_path(path: Path, root: Path) -> str:
+    """`path` relative to the project root when it is inside it, as messages show it."""
+    try:
+        return Path(path).resolve().relative_to(Path(root).resolve()).as_posix()
+    except ValueError:
+        return str(path)
+
+
+def publish(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,
+            max_per_entry: int = 3, dry_run: bool = False, now: Optional[str] = None) -> PublishPlan:
+    """Plan, then replace the list atomically; refuse if it changed on disk meanwhile."""
+    list_path = Path(list_path)
+    if not dry_run:
+        clean_temps(list_path)
+    before = list_path.read_bytes()
+    st = os.stat(list_path)
+    p = plan(root, list_path, results_dir, allow_dirty=allow_dirty, max_per_entry=max_per_entry,
+             text=before.decode("utf-8"), now=now)
+    if dry_run or not p.changed:
+        return p
+    _replace_if_unchanged(list_path, p.new_text.encode("utf-8"), before, st)
+    return p
+
+
+_TEMP = re.compile(r"^\.(?P<list>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]+\.tmp$|^\.(?P<old>.+)\.[A-Za-z0-9_]+\.tmp$")
+
+
+def clean_temps(list_path: Path, age_s: float = 600.0) -> list[Path]:
+    """Remove temp files a killed publish left beside the list: those of a process that is gone,
+    and any older than ten minutes (a publish writes its temp file and renames it within ms)."""
+    gone = []
+    try:
+        entries = list(os.scandir(list_path.parent))
+    except OSError:
+        return gone
+    for e in entries:
+        m = _TEMP.match(e.name)
+        if not m or (m.group("list") or m.group("old")) != list_path.name or not e.is_file(follow_symlinks=False):
+            continue
+        pid = int(m.group("pid")) if m.group("pid") else None
+        try:
+            old = time.time() - e.stat(follow_symlinks=False).st_mtime > age_s
+            if old or (pid is not None and not _alive(pid)):
+                os.unlink(e.path)
+                gone.append(Path(e.path))
+        except OSError:
+            continue
+    return gone
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
+def _replace_if_unchanged(path: Path, data: bytes, before: bytes, st: os.stat_result) -> None:
+    tmp = None
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        os.chmod(tmp, st.st_mode & 0o777)
+        now = os.stat(path)
+        if (now.st_mtime_ns, now.st_size, now.st_ino) != (st.st_mtime_ns, st.st_size, st.st_ino) \
+                or path.read_bytes() != before:
+            raise ListChanged(f"{path} changed on disk while publish ran; left it untouched; run publish again")
+        os.replace(tmp, path)
+        tmp = None
+    except OSError as e:
+        raise UserError(f"{path}: cannot write the list ({e.strerror or e}); it was left unchanged") from None
+    finally:
+        if tmp is not None:
+            Path(tmp).unlink(missing_ok=True)

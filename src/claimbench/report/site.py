@@ -1,0 +1,156 @@
+"""A static site of the list, its claims and their records: HTML from jinja2 templates, SVG plots.
+
+Pages: `index.html` (the list as written, introduction and prose included, with its published
+numbers), `claims/<id>.html` (source, policy fields, how to reproduce, history per machine, raw
+samples, per-trial correctness errors, every record) and `rooflines.html` (per machine: the
+measured ceilings, each claim with flops at its arithmetic intensity, and each claim with bytes
+by its achieved bandwidth; a claim that cannot be placed is named with the reason).
+
+The folder stands alone: the records it links are copied into `records/` beside the pages, or,
+with `records_url`, linked under that base URL instead. All text from claims, records and the
+list goes through autoescaping and `sitemd.clean`; only http(s) links become links.
+"""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+import shutil
+from pathlib import Path
+from typing import Optional
+from urllib.parse import quote
+
+from claimbench.gate.claimcheck import check_claims
+from claimbench.store.index import Summary, read_index
+from claimbench.report.listing import parse_list
+from claimbench.report.publish import plan
+from claimbench.store.record import Record, RecordError, load_record
+from claimbench.report.siteview import claim_view, number_view, roofline_sections
+from claimbench.report.siteplots import number
+from claimbench.report.sitemd import clean, render, safe_url
+
+SAFE_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,99}")
+SAFE_RECORD = re.compile(r"records/[a-z0-9][a-z0-9._-]{0,99}/[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.json")
+
+
+def _environment():
+    from jinja2 import Environment, PackageLoader, StrictUndefined, select_autoescape
+    from markupsafe import Markup
+
+    env = Environment(loader=PackageLoader("claimbench", "templates"), autoescape=select_autoescape(["html"]),
+                      undefined=StrictUndefined, trim_blocks=True, lstrip_blocks=True,
+                      finalize=lambda v: v if isinstance(v, Markup) or not isinstance(v, str) else clean(v))
+    env.filters["url"] = safe_url
+    env.filters["number"] = number
+    return env
+
+
+class Links:
+    """Where a page's record links point: a copy inside the site, or `base_url`."""
+
+    def __init__(self, out: Path, results: Path, base_url: Optional[str]):
+        self.out, self.results = out, results
+        self.base = base_url.rstrip("/") + "/" if base_url else None
+        self.copied: set[str] = set()
+
+    def record(self, rel: str, depth: int) -> Optional[str]:
+        """The href of `rel` (relative to the results folder) from a page `depth` folders down."""
+        if not SAFE_RECORD.fullmatch(rel):
+            return None  # a name the runner never writes: no link, and nothing copied
+        if self.base:
+            return self.base + quote(rel.removeprefix("records/"))
+        if rel not in self.copied:
+            src = self.results / rel
+            if not src.is_file():
+                return None
+            dst = self.out / rel
+            dst.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copyfile(src, dst)
+            self.copied.add(rel)
+        return "../" * depth + quote(rel)
+
+
+def build_site(root: Path, out_dir: Path, *, list_path: Optional[Path] = None,
+               results_dir: Optional[Path] = None, records_url: Optional[str] = None) -> Path:
+    """Write the site into `out_dir`; returns the index page."""
+    from claimbench.report import siteplots
+
+    siteplots.setup()
+    root, out = Path(root), Path(out_dir)
+    list_path = Path(list_path) if list_path else root / "LIST.md"
+    results_dir = Path(results_dir) if results_dir else root / "results"
+    if records_url is not None and not safe_url(records_url):
+        from claimbench.errors import UsageError
+        raise UsageError(f"--records-url {records_url!r}: must be an http(s) URL")
+    for stale in ("claims", "records"):  # pages and copies of an earlier build
+        shutil.rmtree(out / stale, ignore_errors=True)
+    for svg in [*out.glob("roofline-*.svg"), *out.glob("bandwidth-*.svg")]:
+        svg.unlink()
+    (out / "claims").mkdir(parents=True, exist_ok=True)
+    env = _environment()
+    links = Links(out, results_dir, records_url)
+    text = list_path.read_text(encoding="utf-8")
+    listing = parse_list(text, str(list_path))
+    p = plan(root, list_path, results_dir)
+    summaries = read_index(results_dir).summaries
+    files = sorted({f"claims/{f.name}" for f in (root / "claims").glob("*.yaml")})
+    checked = {Path(f).stem: r for f, r in zip(files, check_claims(files, root, listing))}
+    by_path = {s.path: s for s in summaries}
+    records: dict[str, Optional[Record]] = {}
+
+    def record(rel: str) -> Optional[Record]:
+        if rel not in records:
+            try:
+                records[rel] = load_record(results_dir / rel)
+            except RecordError:
+                records[rel] = None
+        return records[rel]
+
+    claims = {cid: (r.claim if r is not None else None) for cid, r in checked.items()}
+    numbers = [number_view(n, by_path.get(n.record), record(n.record), claims.get(n.claim_id)) for n in p.numbers]
+    by_claim: dict[str, list[Summary]] = {}
+    for s in summaries:
+        by_claim.setdefault(s.claim_id, []).append(s)
+    page = env.get_template("claim.html")
+    for cid in sorted(c for c in set(checked) | set(by_claim) if SAFE_ID.fullmatch(c)):
+        recs = sorted(by_claim.get(cid, []), key=lambda s: (s.created_utc, s.path), reverse=True)
+        view = claim_view(cid, checked.get(cid), recs, [n for n in numbers if n.claim_id == cid],
+                          [r for r in p.removed if r.claim_id == cid], record, links, out / "claims", results_dir)
+        (out / "claims" / f"{cid}.html").write_text(page.render(depth=1, title=f"Claim {cid}", **view), encoding="utf-8")
+    measured = [s for s in summaries if s.ok and s.mode == "measured"]
+    sections = roofline_sections(measured, record, out, claims)
+    (out / "rooflines.html").write_text(env.get_template("rooflines.html").render(
+        depth=0, title="Rooflines", sections=sections, any_measured=bool(measured)), encoding="utf-8")
+    _index(env, out, listing, text, numbers, checked, links)
+    (out / "style.css").write_bytes(resources.files("claimbench").joinpath("templates", "style.css").read_bytes())
+    return out / "index.html"
+
+
+def _index(env, out: Path, listing, text: str, numbers: list, checked: dict, links: Links) -> None:
+    nums: dict[int, list] = {}
+    for n in numbers:
+        nums.setdefault(n.entry_line, []).append(n)
+    claims_of: dict[str, list[str]] = {}
+    for cid, r in checked.items():
+        if r.claim is None or not SAFE_ID.fullmatch(cid):
+            continue
+        try:
+            claims_of.setdefault(listing.find(r.claim.entry).key, []).append(cid)
+        except Exception:  # an entry that does not resolve shows on the claim's own page
+            pass
+    by_line = {e.line: e for e in listing.entries}
+    macro = env.get_template("parts.html").module
+
+    def extras(line: int):
+        entry = by_line.get(line)
+        if entry is None:
+            return ""
+        shown = nums.get(line, [])
+        others = sorted(c for c in claims_of.get(entry.key, []) if not any(n.claim_id == c for n in shown))
+        return macro.entry_extras([(n, links.record(n.record, 0)) for n in shown], others)
+
+    heads = {h.line: (h.level, h.text) for h in listing.headings}
+    title = listing.headings[0].text if listing.headings else "The list"
+    _, body = render(text, heads, extras)
+    (out / "index.html").write_text(env.get_template("index.html").render(
+        depth=0, title=title, body=body), encoding="utf-8")

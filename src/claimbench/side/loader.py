@@ -1,0 +1,49 @@
+"""Resolve `kernels/file.py:function` to a callable, in the child process only.
+
+The project root goes on ``sys.path`` so kernel files import each other as ``kernels.x``; a path
+that leaves kernels/ is refused here too, not only by ``check``.
+"""
+
+from __future__ import annotations
+
+import importlib
+import sys
+from pathlib import Path
+from typing import Callable
+
+from claimbench.gate.srcgraph import split_ref
+
+
+class LoadError(Exception):
+    pass
+
+
+def load(root: Path, ref: str) -> Callable:
+    file, func = split_ref(ref)
+    path = (root / file).resolve()
+    kernels = (root / "kernels").resolve()
+    if not path.is_relative_to(kernels) or path.suffix != ".py":
+        raise LoadError(f"{ref}: not a .py file inside kernels/")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    module_name = ".".join(path.relative_to(root.resolve()).with_suffix("").parts)
+    module = importlib.import_module(module_name)
+    if Path(getattr(module, "__file__", "")).resolve() != path:
+        raise LoadError(f"{ref}: imported {module_name} from {module.__file__}, not from the project")
+    fn = getattr(module, func, None)
+    if not callable(fn):
+        raise LoadError(f"{ref}: `{func}` is not a callable in {file}")
+    return fn
+
+
+def project_modules(root: Path) -> list[str]:
+    """Kernel files that are loaded now: what the run really imported from kernels/ (a virtual
+    environment inside the project is not the claim's code)."""
+    root = root.resolve()
+    kernels = root / "kernels"
+    out = []
+    for mod in list(sys.modules.values()):
+        f = getattr(mod, "__file__", None)
+        if f and Path(f).resolve().is_relative_to(kernels):
+            out.append(str(Path(f).resolve().relative_to(root)))
+    return sorted(set(out))

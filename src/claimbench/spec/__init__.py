@@ -1,0 +1,1 @@
+"""Stage 1, the claim as data: strict YAML, the claim model, shape expressions, safe text. No heavy imports."""

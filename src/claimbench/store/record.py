@@ -1,0 +1,318 @@
+"""The result record: one JSON file per run, written by the parent process, never by the child.
+
+Records hold plain JSON types only, so ``publish`` and ``audit`` run without torch. They carry
+``schema_version`` (their shape; older shapes are migrated on load, newer ones refused) and
+``protocol_version`` (the measurement protocol; publish refuses records below the minimum).
+
+A record reads top-down: verdict, value and interval, the claim it copies, the machine and the
+commit first; raw samples last. It copies from its claim exactly what `claim_copy` returns, so
+audit can hold the record to the claim file whose hash it carries. Reading is capped (size,
+samples) before any parsing or bootstrap, and only regular files are read: a record is evidence
+someone else may have written.
+"""
+
+from __future__ import annotations
+
+import errno
+import hashlib
+import math
+import os
+import re
+import stat
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any, Optional
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from claimbench.errors import UserError
+from claimbench.store.jsonio import loads_json
+from claimbench.stats.precision import evidence_fields
+from claimbench.store.recordwrite import (RECORD_NAME, TEMP_NAME, RecordWriteError, check_writable,  # noqa: F401 (the runner's names)
+                          keep_unwritable, record_json, record_path, write_record)
+from claimbench.stats.verdict import Evidence, Samples
+
+SCHEMA_VERSION = 3  # 3: hardware_spec and workload copied from the claim; samples last
+# 2: per-sample perturbation, CPU calls timed alone from 50 us; 3: pinned host allocator;
+# 4: the judge and the clock out of the kernel's process (orchestrator, task/kernel/baseline sides),
+#    CI precision and machine load part of `verified`, rounds until the CI is narrow enough
+PROTOCOL_VERSION = 4
+MIN_PROTOCOL_VERSION = 4
+MAX_RECORD_BYTES = 64 << 20  # a runner's record is a few MB at most; anything bigger is refused unread
+MAX_SAMPLES = 100_000  # per side: 2,000 per process (timing.py) times --repeat, with room to spare
+METRICS = ("speedup", "time_us", "tflops", "gbps", "sol_fraction")
+VERDICTS = ("verified", "refuted", "inconclusive", "incorrect", "rejected", "skipped", "error", "timeout")
+CLAIM_COPY = ("claimed", "precision", "hardware_spec", "workload")
+_UTC = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?(?:Z|\+00:00)$")
+
+
+def normalized_utc(text: Any) -> Optional[str]:
+    """`YYYY-MM-DDTHH:MM:SS.ffffffZ` for a valid ISO-8601 UTC time, else None. Normalized times
+    compare as strings in time order, which is what "latest" means."""
+    if text.__class__ is str and _RUNNER_UTC.fullmatch(text) and "01" <= text[5:7] <= "12" \
+            and "01" <= text[8:10] <= "28" and text[11:13] <= "23" and text[14:16] <= "59" and text[17:19] <= "59":
+        return text  # as the runner writes it, on a day every month has: already normal
+    m = _UTC.match(text) if isinstance(text, str) else None
+    if m is None:
+        return None
+    y, mo, d, h, mi, s, frac = m.groups()
+    try:
+        datetime(int(y), int(mo), int(d), int(h), int(mi), int(s))
+    except ValueError:
+        return None
+    return f"{y}-{mo}-{d}T{h}:{mi}:{s}.{(frac or '').ljust(6, '0')}Z"
+
+
+_RUNNER_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+
+
+class SideTiming(BaseModel):
+    model_config = ConfigDict(extra="allow", frozen=True)
+    median_us: Optional[float] = None
+    iqr_us: Optional[float] = None
+    samples_us: list[float] = Field(default_factory=list, description="Kept samples, in order.")
+    rounds: list[int] = Field(default_factory=list, description="Round index of each kept sample.")
+    processes: list[int] = Field(default_factory=list, description="Process index (--repeat) of each kept sample.")
+    dropped_us: list[float] = Field(default_factory=list, description="Samples dropped for throttling.")
+
+
+class Record(BaseModel):
+    """One run of one claim on one machine. Field order is the order a reader wants."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    schema_version: int = Field(SCHEMA_VERSION, description="Shape of this record; migrated on load.")
+    protocol_version: int = Field(PROTOCOL_VERSION, description="Measurement protocol this run followed.")
+    verdict: str
+    reason: str
+    value: Optional[float] = None
+    ci_low: Optional[float] = None
+    ci_high: Optional[float] = None
+    published_value: Optional[float] = Field(None, description="Set only for verified.")
+    claim_id: str
+    claim_path: str = Field(description="The claim file, relative to the project root.")
+    claim_sha256: str = Field(description="sha256 of the claim file.")
+    claimed: dict[str, Any] = Field(description="metric, value, tolerance as the claim stated them.")
+    precision: dict[str, Any] = Field(default_factory=dict)
+    hardware_spec: Optional[dict[str, Any]] = Field(None, description="The claim's hardware block (None: migrated).")
+    workload: Optional[dict[str, Any]] = Field(None, description="The claim's workload block (None: migrated).")
+    flops: Optional[float] = None
+    bytes: Optional[float] = None
+    hardware: dict[str, Any] = Field(default_factory=dict, description="Detected hardware and software.")
+    git_commit: Optional[str] = None
+    git_dirty: Optional[bool] = None
+    created_utc: str = Field(description="ISO-8601 UTC time the run finished.")
+    harness_version: str
+    mode: str = Field("measured", description="measured (cold, publishable) | measured-hot (--hot: labelled, never published) | correctness-only (hardware did not match)")
+    hardware_match: bool = True
+    hardware_reason: str = ""
+    blockers: list[str] = Field(default_factory=list, description="Why this machine cannot verify (MIG, other processes).")
+    rejections: list[str] = Field(default_factory=list, description="Static rules, trace, null models, changed functions.")
+    outcome: Optional[str] = Field(None, description="error | timeout when the process failed.")
+    outcome_reason: str = ""
+    correctness: dict[str, Any] = Field(default_factory=dict, description="passed, reason, per-trial errors, properties, null models.")
+    throttled_majority: bool = False
+    floor_us: Optional[float] = None
+    floor_term: str = ""
+    tensor_bytes: Optional[float] = Field(None, description="Total size of the actual input and output tensors.")
+    ceilings: dict[str, Any] = Field(default_factory=dict)
+    protocol: dict[str, Any] = Field(default_factory=dict, description="Warm-up, flush, stop reason, drops, autotune choice.")
+    seeds: list[int] = Field(default_factory=list, description="Seeds drawn for this run.")
+    source_sha256: dict[str, str] = Field(default_factory=dict, description="Project files the run imported or read, relative path -> sha256.")
+    kernel: SideTiming = Field(default_factory=SideTiming)
+    baseline: SideTiming = Field(default_factory=SideTiming)
+
+    def evidence(self) -> Evidence:
+        """What ``decide`` needs, rebuilt from this record alone."""
+        def side(t: SideTiming) -> Optional[Samples]:
+            if not t.samples_us:
+                return None
+            procs = t.processes or [0] * len(t.samples_us)
+            return Samples(t.samples_us, t.rounds, procs)
+        return Evidence(
+            metric=self.claimed["metric"], claimed_value=float(self.claimed["value"]),
+            tolerance=float(self.claimed["tolerance"]), flops=self.flops, bytes=self.bytes,
+            outcome=self.outcome, outcome_reason=self.outcome_reason, rejections=tuple(self.rejections),
+            correctness_passed=self.correctness.get("passed"), correctness_reason=self.correctness.get("reason", ""),
+            hardware_match=self.hardware_match, hardware_reason=self.hardware_reason,
+            blockers=tuple(self.blockers), kernel=side(self.kernel), baseline=side(self.baseline),
+            floor_us=self.floor_us, floor_term=self.floor_term, throttled_majority=self.throttled_majority,
+            tensor_bytes=self.tensor_bytes,
+            **evidence_fields(self.protocol_version, self.protocol, self.hardware, self.claimed),
+        )
+
+    @property
+    def hardware_slug(self) -> str:
+        return str(self.hardware.get("slug") or "unknown")
+
+
+_VERDICTS = frozenset(VERDICTS)
+_HW_TYPES = (("gpus", (list, tuple)), ("cpu", dict), ("software", dict), ("name", str), ("slug", str), ("device", str))
+
+
+def _insane(r: Record) -> Optional[str]:
+    """What readers rely on and the schema cannot say, checked in one pass when a record is read
+    (100,000 at a time): a known verdict and metric, a valid time, the hardware block's shape,
+    sample lists that line up, positive and finite times. The first problem, or None."""
+    if r.verdict not in _VERDICTS:
+        return f"verdict: unknown verdict {r.verdict!r}; one of {', '.join(VERDICTS)}"
+    if normalized_utc(r.created_utc) is None:
+        return f"created_utc: {r.created_utc!r} is not an ISO-8601 UTC time like 2026-01-01T12:00:00.000000Z"
+    c = r.claimed
+    value, tol = c.get("value"), c.get("tolerance")
+    if c.get("metric") not in METRICS or value.__class__ not in _NUMBERS or tol.__class__ not in _NUMBERS \
+            or not 0 < value < math.inf or not 0 <= tol < 1:
+        return _claimed_problem(c)
+    hw = r.hardware
+    if hw:
+        for key, kind in _HW_TYPES:  # gpus is a tuple as the runner builds it, a list once read
+            v = hw.get(key)
+            if v is not None and not isinstance(v, kind):
+                return f"hardware: {key} has the wrong type ({type(v).__name__})"
+        for g in hw.get("gpus") or ():
+            if g.__class__ is not dict:
+                return "hardware: gpus must be a list of mappings"
+    for name, t in (("kernel", r.kernel), ("baseline", r.baseline)):
+        xs = t.samples_us
+        n = len(xs)
+        if n > MAX_SAMPLES or len(t.dropped_us) > MAX_SAMPLES:
+            return f"{name}: more than {MAX_SAMPLES} samples; more than the runner writes"
+        if n and (len(t.rounds) != n or len(t.processes) != n):
+            return (f"{name}: samples_us has {n} entries, rounds {len(t.rounds)}, processes "
+                    f"{len(t.processes)}: each sample needs its round and process")
+        if n and not (min(xs) > 0 and max(xs) < math.inf):  # round and process indices: the bootstrap checks them
+            return f"{name}: samples must be positive, finite times in microseconds"
+    return None
+
+
+def _claimed_problem(c: dict) -> str:
+    if c.get("metric") not in METRICS:  # a tuple: a list or a mapping is simply not in it
+        return f"claimed: unknown metric {c.get('metric')!r}; one of {', '.join(METRICS)}"
+    value = c.get("value")
+    if not (_number(value) and 0 < value < math.inf):
+        return f"claimed: value {value!r} is not a valid claimed value"
+    return f"claimed: tolerance {c.get('tolerance')!r} is not a valid claimed tolerance"
+
+
+_NUMBERS = frozenset({int, float})
+
+
+def _number(x) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def claim_copy(claim) -> dict:
+    """Exactly the fields a record copies from its claim (`Record` keys, JSON values); the runner
+    passes them to `Record`, and audit compares them with the claim file the record names."""
+    return {"claimed": claim.claimed.model_dump(mode="json"), "precision": claim.precision.model_dump(mode="json"),
+            "hardware_spec": claim.hardware.model_dump(mode="json"), "workload": claim.workload.model_dump(mode="json")}
+
+
+def sha256_file(path: Path) -> str:
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def utc_now() -> str:
+    return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+
+
+def _migrate_1_to_2(d: dict) -> dict:
+    """Version 1 kept `status` for the verdict and no per-sample process index."""
+    d = dict(d)
+    if "status" in d and "verdict" not in d:
+        d["verdict"] = d.pop("status")
+    for side in ("kernel", "baseline"):
+        t = dict(d.get(side) or {})
+        if t.get("samples_us") and not t.get("processes"):
+            t["processes"] = [0] * len(t["samples_us"])
+        d[side] = t
+    d["schema_version"] = 2
+    return d
+
+
+def _migrate_2_to_3(d: dict) -> dict:
+    """Version 2 did not copy the claim's hardware and workload blocks: they stay None, and the
+    claim agreement check covers what version 2 copied (claimed, precision, flops, bytes)."""
+    return {**d, "schema_version": 3}
+
+
+MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3}
+
+
+class RecordError(UserError):
+    """A record that cannot be read: corrupt, truncated, too big, or from a newer claimbench."""
+
+
+def parse_record(data: Any, where: str) -> Record:
+    if not isinstance(data, dict):
+        raise RecordError(f"{where}: not a JSON object; a record is a mapping")
+    version = data.get("schema_version")
+    if not isinstance(version, int) or isinstance(version, bool):
+        raise RecordError(f"{where}: schema_version is missing or not an integer")
+    if version > SCHEMA_VERSION:
+        raise RecordError(f"{where}: schema_version {version} is newer than this claimbench reads ({SCHEMA_VERSION}); upgrade claimbench")
+    while version < SCHEMA_VERSION:
+        if version not in MIGRATIONS:
+            raise RecordError(f"{where}: no migration from schema_version {version}")
+        data = MIGRATIONS[version](data)
+        version = data["schema_version"]
+    try:
+        rec = Record.model_validate(data)
+    except Exception as e:  # pydantic.ValidationError: name the first bad field
+        first = getattr(e, "errors", lambda: [{}])()[0] if hasattr(e, "errors") else {}
+        loc = ".".join(str(x) for x in first.get("loc", ())) or "record"
+        raise RecordError(f"{where}: {loc}: {first.get('msg', str(e))}") from None
+    try:
+        bad = _insane(rec)
+    except (TypeError, ValueError) as e:  # a value of a shape no reader expects, in a free-form block
+        bad = f"record: malformed ({e})"
+    if bad:
+        raise RecordError(f"{where}: {bad}")
+    return rec
+
+
+def read_record_bytes(path: str | Path, where: Optional[str] = None) -> tuple[bytes, os.stat_result]:
+    """A record file's bytes and stat, through one descriptor: only a regular file (never a
+    symlink, device or FIFO), and only up to MAX_RECORD_BYTES, checked before reading."""
+    where = where or str(path)
+    try:
+        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
+                     | getattr(os, "O_CLOEXEC", 0))
+    except OSError as e:
+        if e.errno in (errno.ELOOP, errno.EMLINK):  # O_NOFOLLOW on a symlink (EMLINK on FreeBSD)
+            raise RecordError(f"{where}: a symlink; records are regular files, never links") from None
+        raise RecordError(f"{where}: cannot read record ({e.strerror or e})") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise RecordError(f"{where}: not a regular file; a record is a JSON file")
+        if st.st_size > MAX_RECORD_BYTES:
+            raise RecordError(f"{where}: {st.st_size} bytes, over the {MAX_RECORD_BYTES >> 20} MiB limit "
+                              "for a record; refused unread")
+        raw = os.read(fd, st.st_size + 1)  # one more byte than fstat says: a growing file reads on
+        if len(raw) > st.st_size:
+            chunks, total = [raw], len(raw)
+            while chunk := os.read(fd, 1 << 20):
+                chunks.append(chunk)
+                total += len(chunk)
+                if total > MAX_RECORD_BYTES:
+                    raise RecordError(f"{where}: grew past the {MAX_RECORD_BYTES >> 20} MiB limit while read")
+            raw = b"".join(chunks)
+        return raw, st
+    except OSError as e:
+        raise RecordError(f"{where}: cannot read record ({e.strerror or e})") from None
+    finally:
+        os.close(fd)
+
+
+def load_record(path: Path) -> Record:
+    raw, _ = read_record_bytes(path)
+    try:
+        data = loads_json(raw)
+    except ValueError as e:
+        raise RecordError(f"{path}: cannot read record (corrupt or truncated JSON: {e})") from None
+    return parse_record(data, str(path))
