@@ -217,8 +217,8 @@ def timed(cmd: list[str], root: Path) -> tuple[float, float, str]:
 
 
 def fingerprints() -> str:
-    out = subprocess.run([sys.executable, "-c", "from claimbench.gate import claimcheck; from claimbench.report import audit; "
-                          "print(audit.fingerprint(), claimcheck._fingerprint())"], capture_output=True, text=True)
+    out = subprocess.run([sys.executable, "-c", "from claimbench.gate import gatecache; from claimbench.report import audit; "
+                          "print(audit.fingerprint(), gatecache._fingerprint())"], capture_output=True, text=True)
     return out.stdout.strip()
 
 

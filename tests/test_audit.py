@@ -197,7 +197,7 @@ def test_data_layer_imports_no_gpu_stack_nor_pandas():
     import subprocess
     import sys
 
-    code = ("import sys, claimbench.report.publish, claimbench.report.audit, claimbench.store.index, claimbench.gate.claimcheck, "
+    code = ("import sys, claimbench.report.publish, claimbench.report.audit, claimbench.store.index, claimbench.gate.gatecache, "
             "claimbench.store.provenance, claimbench.cli; claimbench.cli.build_parser(); "
             "print(sorted(m for m in ('torch', 'triton', 'cupy', 'pandas', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout

@@ -51,7 +51,7 @@ from conftest import honest_timing
 
 import claimbench
 from claimbench.machine.detect import detect
-from claimbench.gate.policy import check_file
+from claimbench.gate.policy import gate_file
 from claimbench.runner import RunOptions, run_one
 from claimbench.stats.status import Status
 
@@ -342,7 +342,7 @@ PLAIN_HOSTILE = ["evidence_records", "evidence_tree", "outlive_setsid", "kill_pa
 @pytest.mark.parametrize("name", PLAIN_HOSTILE)
 def test_plain_hostile_kernel_is_refused_by_check(tmp_path, name):
     project = make_project(tmp_path / "proj")
-    checked = check_file(write_claim(project, name.replace("_", "-"), name, params=PARAMS), project)
+    checked = gate_file(write_claim(project, name.replace("_", "-"), name, params=PARAMS), project)
     assert not checked.ok, f"{name}: `check` lets it run"
 
 

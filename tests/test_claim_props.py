@@ -9,8 +9,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from claimbench.report.listing import parse_list
-from claimbench.gate.policy import check_file
+from claimbench.spec.listing import parse_list
+from claimbench.gate.policy import gate_file
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VALID = FIXTURES / "claims" / "valid" / "softmax-cpu.yaml"
@@ -107,7 +107,7 @@ def test_structured_mutations_never_crash(tmp_path, muts):
     data = _apply(copy.deepcopy(BASE), muts)
     path = tmp_path / "softmax-cpu.yaml"
     path.write_text(yaml.safe_dump(data, allow_unicode=True), encoding="utf-8")
-    _assert_sane(check_file(path, FIXTURES, LISTING))
+    _assert_sane(gate_file(path, FIXTURES, LISTING))
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -119,4 +119,4 @@ def test_text_mutations_never_crash(tmp_path, data):
     junk = data.draw(st.binary(max_size=12) | st.sampled_from([b"&a ", b"*a", b": :", b"\t", b"{", b"- ", b"!!python/name:os.system "]))
     path = tmp_path / "softmax-cpu.yaml"
     path.write_bytes(raw[:pos] + junk + raw[pos + cut:])
-    _assert_sane(check_file(path, FIXTURES, LISTING))
+    _assert_sane(gate_file(path, FIXTURES, LISTING))

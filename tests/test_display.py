@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import pytest
 
-from claimbench.report.display import dtype_short, format_number, format_value, machine_name
+from claimbench.spec.display import dtype_short, format_number, format_value, machine_name
 
 
 @pytest.mark.parametrize("metric, value, term, want", [

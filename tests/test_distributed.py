@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from claimbench.gate.policy import check_file
+from claimbench.gate.policy import gate_file
 from claimbench.run import census
 from claimbench.run.job import Job
 from claimbench.run.launch import Nodes, launch
@@ -29,7 +29,7 @@ FAST = {"warmup_s": 0.05, "max_time_s": 0.5, "min_samples": 10}
 
 def _job(root: Path, claim_path: Path, tmp: Path, *, measured=True, impl=None, trials=2, check_params=None,
          timeout_s=120.0) -> Job:
-    claim = check_file(claim_path, root).claim
+    claim = gate_file(claim_path, root).claim
     assert claim is not None
     update = {}
     if impl:
@@ -100,7 +100,7 @@ def _free_port() -> int:
 def _two_nodes(tmp_path: Path, impl=None) -> list[dict]:
     """2 gloo ranks as 2 nodes of 1 process on localhost, each node its own launcher."""
     port = _free_port()
-    claim = check_file(GLOO_CLAIM, DIST).claim
+    claim = gate_file(GLOO_CLAIM, DIST).claim
     claim = claim.model_copy(update={"hardware": claim.hardware.model_copy(update={"nodes": 2})})
     results: list = [None, None]
 
@@ -138,7 +138,7 @@ def test_a_killed_rank_on_another_node_ends_as_error_and_nothing_hangs(tmp_path)
 def test_the_nccl_claim_checks_correctness_on_gloo(root, tmp_path):
     """The shipped 2-GPU claim's CPU fallback: its kernel and reference run on 2 gloo ranks."""
     path = next((root / "claims").rglob("nccl-*.yaml"))
-    claim = check_file(path, root).claim
+    claim = gate_file(path, root).claim
     shapes = [{**claim.workload.check_params[0]}] if claim.workload.check_params else None
     job = _job(root, path, tmp_path, measured=False, trials=1, check_params=shapes)
     res = _launch(job)

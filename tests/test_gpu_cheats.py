@@ -131,8 +131,8 @@ def test_gpu_cheat_is_never_verified(project, hw, name):
 def test_gpu_cheat_claims_pass_the_policy(project, name, device):
     """Without a GPU: every case's claim is well-formed, so on the GPU a refusal comes from the
     run, never from a malformed fixture."""
-    from claimbench.gate.policy import check_file
+    from claimbench.gate.policy import gate_file
     from claimbench.spec.project import load_listing
     path = write_claim(project, name, device)
-    res = check_file(path, project, load_listing(project))
+    res = gate_file(path, project, load_listing(project))
     assert res.ok, [str(p) for p in res.problems]

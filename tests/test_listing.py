@@ -1,4 +1,4 @@
-"""Tests for claimbench.report.listing: entries, sections, lookup, and marker regions."""
+"""Tests for claimbench.spec.listing: entries, sections, lookup, and marker regions."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 import pytest
 
 from claimbench.errors import UserError
-from claimbench.report.listing import (AmbiguousEntry, Entry, EntryNotFound, ListError, apply, parse_list,
+from claimbench.spec.listing import (AmbiguousEntry, Entry, EntryNotFound, ListError, apply, parse_list,
                                 read_region, render_line)
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from claimbench.report.listing import parse_list
-from claimbench.gate.policy import check_file, discover, load_claims
+from claimbench.spec.listing import parse_list
+from claimbench.gate.policy import gate_file, discover, gate_all
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VALID = FIXTURES / "claims" / "valid" / "softmax-cpu.yaml"
@@ -68,7 +68,7 @@ def listing():
 
 
 def _check(path: Path, listing, root: Path = FIXTURES):
-    return check_file(path, root, listing)
+    return gate_file(path, root, listing)
 
 
 def _assert_located(problems) -> None:
@@ -121,7 +121,7 @@ def test_flops_code_runs_nothing(listing):
 def test_duplicate_ids_across_files(listing):
     paths = discover([INVALID / "dup"], FIXTURES)
     assert len(paths) == 2
-    results = load_claims(paths, FIXTURES, listing)
+    results = gate_all(paths, FIXTURES, listing)
     assert results[0].ok
     (p,) = results[1].problems
     assert p.key == "id" and "dup/one/same-id.yaml" in p.message
@@ -199,7 +199,7 @@ def test_symlink_escaping_kernels(tmp_path, listing):
     claims.mkdir()
     path = _derived(claims, "escape", "impl: kernels/softmax_cpu_kernel.py:online_softmax",
                     "impl: kernels/escape.py:online_softmax")
-    r = check_file(path, root, listing)
+    r = gate_file(path, root, listing)
     assert [p.key for p in r.problems] == ["kernel.impl"]
     assert "outside kernels/" in r.problems[0].message
     _assert_located(r.problems)

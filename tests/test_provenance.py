@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 import recordkit as rk
-from claimbench.store.provenance import show_provenance, show_record
+from claimbench.report.trail import show_provenance, show_record
 from claimbench.report.publish import publish
 
 

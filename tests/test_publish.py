@@ -12,7 +12,7 @@ import pytest
 
 import recordkit as rk
 from claimbench.report import publish as pub
-from claimbench.report.listing import ListError
+from claimbench.spec.listing import ListError
 from claimbench.store.record import MIN_PROTOCOL_VERSION, load_record
 
 GOLDEN = rk.FIXTURE / "LIST.published.md"

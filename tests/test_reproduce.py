@@ -12,7 +12,8 @@ import pytest
 import recordkit as rk
 from claimbench.cli import main
 from claimbench.store.record import load_record
-from claimbench.reproduce import Comparison, recipe
+from claimbench.reproduce import Comparison
+from claimbench.store.recipe import recipe
 from test_scaffold import make_project
 
 

@@ -11,7 +11,7 @@ import recordkit as rk
 from claimbench.spec import safetext
 from claimbench.report.audit import audit
 from claimbench.cli import main
-from claimbench.report.listing import parse_list, read_region
+from claimbench.spec.listing import parse_list, read_region
 from claimbench.report.publish import publish
 
 NOW = "2026-12-01T12:00:00.000000Z"

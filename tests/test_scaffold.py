@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 from claimbench.cli import main
-from claimbench.gate.policy import check_file
+from claimbench.gate.policy import gate_file
 from claimbench.spec.project import load_listing
 
 TESTS = Path(__file__).resolve().parent
@@ -49,7 +49,7 @@ def test_new_writes_a_claim_task_kernel_and_test_that_pass_check(project, capsys
     files = ["claims/scan-demo.yaml", "kernels/scan_demo/task.py", "kernels/scan_demo/kernel.py",
              "tests/kernels/test_scan_demo.py"]
     assert [line.split()[1] for line in out.splitlines()[:4]] == files
-    result = check_file(project / files[0], project, load_listing(project))
+    result = gate_file(project / files[0], project, load_listing(project))
     assert result.ok, result.problems
     assert result.claim.hardware.device == device and result.claim.entry.startswith("Single-pass Parallel")
     tree = ast.parse((project / files[1]).read_text())
@@ -65,7 +65,7 @@ def test_new_writes_a_claim_task_kernel_and_test_that_pass_check(project, capsys
 
 def test_new_takes_the_entry_and_the_mechanism_folder(project):
     assert main(["--root", str(project), "new", "roof-1", "--entry", "Kernels > Roofline", "--mechanism", "roof"]) == 0
-    result = check_file(project / "claims/roof-1.yaml", project, load_listing(project))
+    result = gate_file(project / "claims/roof-1.yaml", project, load_listing(project))
     assert result.ok and result.claim.entry == "Kernels > Roofline"
     assert result.claim.kernel.impl == "kernels/roof/kernel.py:prefix_sum"
 

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from claimbench.spec.claim import Claim
-from claimbench.report.listing import parse_list
-from claimbench.gate.policy import check_file
+from claimbench.spec.listing import parse_list
+from claimbench.gate.policy import gate_file
 from claimbench.gate.srcgraph import claim_sources, import_chain, task_side_rule
 from claimbench.spec.yamlsafe import load_document
 
@@ -66,7 +66,7 @@ def test_kernel_prepare_counts_as_the_kernel_side(key):
 def test_check_reports_the_claim_line_of_the_key():
     listing = parse_list((FIXTURES / "LIST.md").read_text(encoding="utf-8"), "LIST.md")
     path = FIXTURES / "claims" / "invalid" / "baseline-in-kernel-module.yaml"
-    (p,) = check_file(path, FIXTURES, listing).problems
+    (p,) = gate_file(path, FIXTURES, listing).problems
     assert p.key == "baseline.impl" and p.path == "claims/invalid/baseline-in-kernel-module.yaml"
     assert path.read_text().splitlines()[p.line - 1].startswith("baseline:")
     assert "kernels/<mechanism>/task.py" in p.message and "never the reverse" in p.message

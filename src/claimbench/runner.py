@@ -15,7 +15,7 @@ from claimbench import __version__
 from claimbench.spec import expr
 from claimbench.machine import backends
 from claimbench.machine.hardware import Hardware, blockers, matches
-from claimbench.gate.policy import check_file
+from claimbench.gate.policy import gate_file
 from claimbench.stats.precision import evidence_fields
 from claimbench.store.record import (PROTOCOL_VERSION, Record, RecordWriteError, check_writable, claim_copy, keep_unwritable,
                      sha256_file, utc_now, write_record)
@@ -95,7 +95,7 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
     if servers is None:
         servers = _shared_servers(root, opts)
     say = opts.progress or (lambda msg: None)
-    checked = check_file(Path(claim_path), root, listing)
+    checked = gate_file(Path(claim_path), root, listing)
     if not checked.ok:
         first = checked.problems[0] if checked.problems else None
         cid = checked.claim.id if checked.claim else Path(claim_path).stem

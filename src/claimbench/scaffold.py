@@ -135,10 +135,10 @@ def write(root: Path, sc: Scaffold) -> list[Path]:
 
 
 def _check(root: Path, claim: Path) -> None:
-    from claimbench.gate.policy import check_file
+    from claimbench.gate.policy import gate_file
     from claimbench.spec.project import load_listing
 
-    result = check_file(claim, root, load_listing(root))
+    result = gate_file(claim, root, load_listing(root))
     if not result.ok:
         raise UserError("the new claim does not pass check (nothing was kept): "
                         + "; ".join(str(p) for p in result.problems))

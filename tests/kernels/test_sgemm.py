@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import pytest
-import torch
 from kernel_claims import assert_seeds_differ, check_claim
 
 from kernels.matmul import task as MT

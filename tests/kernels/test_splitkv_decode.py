@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import torch
 from kernel_claims import check_claim
 
 from kernels.gqa_decode import task as GT

@@ -19,9 +19,7 @@ where pytest itself would silently skip it. Unit tests run either way.
 
 from __future__ import annotations
 
-import os
 import warnings
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Optional

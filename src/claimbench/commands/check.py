@@ -6,7 +6,7 @@ import json
 import sys
 
 from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
-from claimbench.gate.policy import CheckResult, find_claims, load_claims
+from claimbench.gate.policy import CheckResult, find_claims, gate_all
 from claimbench.spec.project import find_root, load_listing
 
 
@@ -34,7 +34,7 @@ def gather(args):
                 "`claimbench --root DIR " + args.command + "`")
         raise UsageError(f"no claim files (*.yaml) found in {root / 'claims'}{hint}")
     listing = load_listing(root, getattr(args, "list_path", None))
-    return root, load_claims(paths, root, listing) + [CheckResult(p.path, None, (p,)) for p in unreadable]
+    return root, gate_all(paths, root, listing) + [CheckResult(p.path, None, (p,)) for p in unreadable]
 
 
 def run(args) -> int:

@@ -29,7 +29,8 @@ def register(sub) -> None:
 def run(args) -> int:
     from claimbench.report.publish import shown_path
     from claimbench.store.record import load_record
-    from claimbench.reproduce import recipe, rerun
+    from claimbench.reproduce import rerun
+    from claimbench.store.recipe import recipe
 
     path = Path(args.record)
     if not path.is_file():

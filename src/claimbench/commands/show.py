@@ -8,7 +8,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
-from claimbench.gate.policy import discover, load_claims
+from claimbench.gate.policy import discover, gate_all
 from claimbench.spec.project import find_root, load_listing
 
 
@@ -25,14 +25,14 @@ def run(args) -> int:
     from claimbench.spec.safetext import terminal as t
 
     if args.record:
-        from claimbench.store.provenance import show_record
+        from claimbench.report.trail import show_record
         print(show_record(Path(args.record)))
         return EXIT_OK
     if not args.id:
         raise UsageError("show needs a claim ID or --record PATH")
     root = find_root(args.root)
     listing = load_listing(root)
-    results = load_claims(discover([], root), root, listing)
+    results = gate_all(discover([], root), root, listing)
     match = [r for r in results if (r.claim and r.claim.id == args.id) or Path(r.path).stem == args.id]
     if not match:
         raise UsageError(f"no claim with id {args.id!r} under {root / 'claims'}")
@@ -55,7 +55,7 @@ def run(args) -> int:
     lines += [f"    {p}" for p in r.problems]
     print("\n".join(t(line) for line in lines))
     if r.claim is not None:
-        from claimbench.store.provenance import show_provenance
+        from claimbench.report.trail import show_provenance
 
         results_dir = Path(args.results) if args.results else root / "results"
         print(show_provenance(root, r.claim.id, results_dir=results_dir))

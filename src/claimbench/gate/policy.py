@@ -50,7 +50,7 @@ class CheckResult:
         return self.claim is not None and not self.problems
 
 
-def check_file(path: Path, root: Path, listing=None) -> CheckResult:
+def gate_file(path: Path, root: Path, listing=None) -> CheckResult:
     """Check one claim file; ``listing`` (a parsed LIST.md) enables the entry check."""
     shown = _shown(path, root)
     try:
@@ -282,24 +282,24 @@ def _precision_notes(claim: Claim, doc: Document) -> tuple[Problem, ...]:
 
 
 def _check_many(paths: list[Path], root: Path, listing) -> list[tuple[str, CheckResult]]:
-    return [(str(p), check_file(p, root, listing)) for p in paths]
+    return [(str(p), gate_file(p, root, listing)) for p in paths]
 
 
 PARALLEL_FROM = 400  # below this, starting workers costs more than it saves
 
 
-def load_claims(paths: Iterable[Path], root: Path, listing=None, *,
+def gate_all(paths: Iterable[Path], root: Path, listing=None, *,
                 known: Optional[dict] = None) -> list[CheckResult]:
     """Check many files, then the rule that needs them all: ids are unique.
 
-    ``known`` maps a path string to its `check_file` result from earlier in this command (audit
+    ``known`` maps a path string to its `gate_file` result from earlier in this command (audit
     checks the claim files while it reads records); those files are not checked again."""
     paths = [Path(p) for p in paths]
     if known:
         results = [known.get(str(p)) for p in paths]
         rest = [p for p, r in zip(paths, results) if r is None]
-        fresh = iter(load_claims(rest, root, listing)) if rest else iter(())
-        return _unique_ids([r if r is not None else next(fresh) for r in results])
+        fresh = iter(gate_all(rest, root, listing)) if rest else iter(())
+        return unique_ids([r if r is not None else next(fresh) for r in results])
     workers = min(os.cpu_count() or 1, 8)
     if len(paths) >= PARALLEL_FROM and workers > 1 and "fork" in mp.get_all_start_methods():
         chunks = [paths[i::workers] for i in range(workers)]
@@ -312,23 +312,31 @@ def load_claims(paths: Iterable[Path], root: Path, listing=None, *,
         by_path = {r_path: r for part in parts for r_path, r in part}
         results = [by_path[str(p)] for p in paths]
     else:
-        results = [check_file(p, root, listing) for p in paths]
-    return _unique_ids(results)
+        results = [gate_file(p, root, listing) for p in paths]
+    return unique_ids(results)
 
 
-def check_files(paths: Iterable[Path], root: Path, listing=None) -> dict[str, CheckResult]:
-    """`check_file` of each path, by path string, in this process (for `load_claims(known=...)`)."""
-    return {str(Path(p)): check_file(Path(p), root, listing) for p in paths}
+def gate_files(paths: Iterable[Path], root: Path, listing=None) -> dict[str, CheckResult]:
+    """`gate_file` of each path, by path string, in this process (for `gate_all(known=...)`)."""
+    return {str(Path(p)): gate_file(Path(p), root, listing) for p in paths}
 
 
-def _unique_ids(results: list[CheckResult]) -> list[CheckResult]:
+def unique_ids(results: list[CheckResult]) -> list[CheckResult]:
+    """The one rule that spans files: a claim id names one claim. The first file keeps the id; each
+    later one gets a problem. Idempotent, so a result that already carries it is not marked twice
+    (the check cache merges cached and fresh results and applies this again)."""
     first: dict[str, str] = {}
-    out = []
     for r in results:
         if r.claim is not None:
-            if r.claim.id in first:
-                r = replace(r, problems=r.problems + (Problem(r.path, 1, "id", f"`{r.claim.id}` is also the id of {first[r.claim.id]}; ids are unique"),))
-            else:
-                first[r.claim.id] = r.path
+            first.setdefault(r.claim.id, r.path)
+    out = []
+    for r in results:
+        if (r.claim is not None and first[r.claim.id] != r.path
+                and not any(x.key == "id" and _DUPLICATE in x.message for x in r.problems)):
+            r = replace(r, problems=r.problems + (
+                Problem(r.path, 1, "id", f"`{r.claim.id}` {_DUPLICATE} {first[r.claim.id]}; ids are unique"),))
         out.append(r)
     return out
+
+
+_DUPLICATE = "is also the id of"

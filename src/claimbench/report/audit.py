@@ -24,7 +24,7 @@ from typing import Callable, Optional
 
 from claimbench.store.index import Summary, paused_gc, scan_tree
 from claimbench.store.jsonio import loads_json
-from claimbench.report.listing import Entry, ListError, parse_list, read_region
+from claimbench.spec.listing import Entry, ListError, parse_list, read_region
 from claimbench.spec.problem import Problem
 from claimbench.store.recordcheck import _init, _init_worker, _verify_chunk, fingerprint, summary_from_cache
 from claimbench.store.recordcheck import check_record, check_records  # noqa: F401 (audit's public checks)
@@ -36,7 +36,7 @@ _CHUNK = 256  # records per task: enough to batch their bootstraps, few enough t
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
-def verify_records(results: Path, *, workers: int = 2, cache: bool = True, side: Optional[Callable] = None,
+def audit_records(results: Path, *, workers: int = 2, cache: bool = True, side: Optional[Callable] = None,
                    paths: Optional[list] = None) -> tuple[list[tuple[Summary, list]], object]:
     """Read, hash and check every record file; (summary, [(key, message)]) for each, by path.
 
@@ -131,7 +131,7 @@ def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty:
 
     root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
     paths, strays = scan_tree(results_dir)
-    checked, known = verify_records(results_dir, workers=workers, cache=cache, paths=paths,
+    checked, known = audit_records(results_dir, workers=workers, cache=cache, paths=paths,
                                     side=partial(_check_claim_files, root, list_path))
     tracked = changed_tracked_records(root, results_dir)
     with paused_gc():  # a million live objects from the records: every collection would walk them all
@@ -141,9 +141,9 @@ def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty:
 
 
 def _check_claim_files(root: Path, list_path: Path) -> Optional[dict]:
-    """`check_file` of every claim file under claims/, run beside the record workers: the claims
+    """`gate_file` of every claim file under claims/, run beside the record workers: the claims
     behind the list's numbers are then already checked when the plan needs them."""
-    from claimbench.gate.policy import check_files, discover
+    from claimbench.gate.policy import gate_files, discover
     from claimbench.report.standing import Hashes
 
     try:
@@ -158,7 +158,7 @@ def _check_claim_files(root: Path, list_path: Path) -> Optional[dict]:
             hashes.get(f.resolve().relative_to(Path(root).resolve()).as_posix())
         except ValueError:
             continue
-    return {"text": text, "checks": check_files(files, root, listing), "hashes": hashes.memo}
+    return {"text": text, "checks": gate_files(files, root, listing), "hashes": hashes.memo}
 
 
 def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache,

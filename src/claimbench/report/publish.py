@@ -21,10 +21,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from claimbench.report.display import dtype_short, format_number
+from claimbench.spec.display import dtype_short, format_number
 from claimbench.errors import UserError
 from claimbench.store.index import Summary, read_index
-from claimbench.report.listing import Listing, apply, parse_list, read_region
+from claimbench.spec.listing import Listing, apply, parse_list, read_region
 from claimbench.spec.problem import Problem
 from claimbench.spec.safetext import markdown, plain
 from claimbench.report.standing import (VERIFIED, ClaimFacts, Hashes, Judgement, claim_ids, is_dirty, judge,  # noqa: F401 (re-exported)
@@ -136,7 +136,7 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,
                strays: Sequence = (), tracked: Optional[dict] = None) -> PublishPlan:
     """The plan from given summaries (audit passes ones it read and checked itself; `verify`
     answers for each record about to decide). Raises ListError."""
-    from claimbench.gate.claimcheck import check_claims
+    from claimbench.gate.gatecache import gate_cached
 
     root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
     listing = parse_list(text, str(list_path))
@@ -146,7 +146,7 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,
         if s.ok and hashes.get(s.claim_path) == s.claim_sha256:
             sources.setdefault(s.claim_path, s.source_sha256)
     paths = sorted(sources)
-    checked = dict(zip(paths, check_claims(paths, root, listing, sources=sources, known=known_checks,
+    checked = dict(zip(paths, gate_cached(paths, root, listing, sources=sources, known=known_checks,
                                            cache_dir=results_dir / ".cache" if cache else None)))
     j = judge(summaries, hashes=hashes, claims_by_id=claim_ids(root), facts=_facts(checked, results_dir),
               verify=verify or (lambda ss: {}), now=now, allow_dirty=allow_dirty, tracked=tracked,

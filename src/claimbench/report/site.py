@@ -20,9 +20,9 @@ from pathlib import Path
 from typing import Optional
 from urllib.parse import quote
 
-from claimbench.gate.claimcheck import check_claims
+from claimbench.gate.gatecache import gate_cached
 from claimbench.store.index import Summary, read_index
-from claimbench.report.listing import parse_list
+from claimbench.spec.listing import parse_list
 from claimbench.report.publish import plan
 from claimbench.store.record import Record, RecordError, load_record
 from claimbench.report.siteview import claim_view, number_view, roofline_sections
@@ -94,7 +94,7 @@ def build_site(root: Path, out_dir: Path, *, list_path: Optional[Path] = None,
     p = plan(root, list_path, results_dir)
     summaries = read_index(results_dir).summaries
     files = sorted({f"claims/{f.name}" for f in (root / "claims").glob("*.yaml")})
-    checked = {Path(f).stem: r for f, r in zip(files, check_claims(files, root, listing))}
+    checked = {Path(f).stem: r for f, r in zip(files, gate_cached(files, root, listing))}
     by_path = {s.path: s for s in summaries}
     records: dict[str, Optional[Record]] = {}
 

@@ -2,7 +2,7 @@
 
 A published number reads `value [95% CI]`, the kernel against the baseline, the machine told
 apart from others of its kind (a GPU's model and count, a CPU's model and the cores the run
-used) and the precision. The claim page's reproduce steps come from `reproduce.recipe`.
+used) and the precision. The claim page's reproduce steps come from `store.recipe`.
 """
 
 from __future__ import annotations
@@ -13,9 +13,9 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Optional
 
-from claimbench.report.display import dtype_short, format_value
+from claimbench.spec.display import dtype_short, format_value
 from claimbench.store.index import Summary
-from claimbench.reproduce import recipe
+from claimbench.store.recipe import recipe
 from claimbench.report.siteplots import number
 
 VERIFIED = "verified"

@@ -25,7 +25,7 @@ def find_root(explicit: Optional[str], paths: Iterable[str] = ()) -> Path:
 
 def load_listing(root: Path, list_path: Optional[str] = None):
     """The parsed list claims attach to; None when the project has none."""
-    from claimbench.report.listing import ListError, parse_list
+    from claimbench.spec.listing import ListError, parse_list
 
     path = Path(list_path) if list_path else root / "LIST.md"
     if not path.is_file():

@@ -27,7 +27,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Optional
 
-from claimbench.report.display import machine_name, short_name
+from claimbench.spec.display import machine_name, short_name
 from claimbench.store.jsonio import dumps_json_line, loads_json
 from claimbench.store.provenance import MAX_DIRTY_FILES, relevant_changes
 from claimbench.store.claimcopy import copy_digest_of

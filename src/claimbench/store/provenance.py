@@ -7,8 +7,7 @@ claimbench itself) differs from the commit it names, or when committed evidence 
 under `results/records/`) was changed. `LIST.md`, publish's temp files, the site and new,
 untracked records never make a tree dirty: publishing must not stop the next run from publishing.
 
-`show ID` prints the claim itself and then `show_provenance`; `show --record PATH` prints
-`show_record`. Both only read files, so a reader can trace any published number without a GPU.
+The reader's trail from a number back to its run is `report.trail`.
 """
 
 from __future__ import annotations
@@ -18,7 +17,6 @@ import subprocess
 from pathlib import Path
 from typing import Iterable, Optional
 
-from claimbench.spec.safetext import terminal as _t
 
 DEPENDS_PREFIXES = ("src/claimbench/", "results/records/")  # claimbench itself; committed evidence
 NEVER_DIRTY = re.compile(r"^(LIST\.md|(.*/)?\.LIST\.md\.[^/]*\.tmp)$")
@@ -94,157 +92,3 @@ def changed_tracked_records(root: Path, results_dir: Path) -> Optional[dict[str,
             how = next((words[c] for c in xy if c in words), "changed")
             out[full.relative_to(base).as_posix()] = how
     return out
-
-
-def _ci(lo, hi) -> str:
-    return f"[{lo:.4g}, {hi:.4g}]" if lo is not None and hi is not None else ""
-
-
-def show_provenance(root: Path, claim_id: str, *, results_dir: Optional[Path] = None,
-                    list_path: Optional[Path] = None, allow_dirty: bool = False) -> str:
-    """The chain for one claim, as text; records newest first, each with why it counts or not.
-    Every string from the claim or a record is made safe for a terminal."""
-    from claimbench.store.index import read_index
-    from claimbench.report.publish import plan, shown_path
-    from claimbench.store.record import sha256_file
-    from claimbench.report.standing import VERIFIED, Hashes, is_dirty, not_current
-    from claimbench.spec.yamlsafe import YamlRejected, load_document
-
-    root = Path(root)
-    results_dir = Path(results_dir) if results_dir else root / "results"
-    list_path = Path(list_path) if list_path else root / "LIST.md"
-    claim_file = root / "claims" / f"{claim_id}.yaml"
-    out = [f"provenance of {_t(claim_id)}"]
-    try:
-        data = load_document(claim_file).data
-        src = data.get("source") or {}
-        out.append(f"  claim    {_t(str(claim_file.relative_to(root)))} (sha256 {sha256_file(claim_file)[:12]}), "
-                   f"entry {_t(repr(data.get('entry')))}")
-        out.append(_t(f"  source   {src.get('kind')}: {src.get('title')} <{src.get('url')}> at {src.get('locator')}"))
-    except (YamlRejected, OSError, AttributeError) as e:
-        out.append(f"  claim    {_t(str(claim_file.relative_to(root)))}: cannot read ({_t(str(e))})")
-    p = plan(root, list_path, results_dir, allow_dirty=allow_dirty) if list_path.is_file() else None
-    refused: dict = {}
-    for path, key, msg in (p.refused if p else ()):
-        refused.setdefault(path, []).append(f"{key}: {msg}")
-    index = read_index(results_dir)
-    mine = sorted((s for s in index.summaries if s.claim_id == claim_id), key=lambda s: (s.when, s.path), reverse=True)
-    hashes = Hashes(root)
-    at = shown_path(results_dir, root)
-    out.append(f"  records  {len(mine)} in {_t(at)}")
-    for s in mine:
-        if not s.ok:
-            out.append(f"    UNREADABLE {_t(s.path)}: {_t(s.error or '')}")
-            continue
-        why = not_current(s, hashes, allow_dirty)
-        state = ("REFUSED: " + "; ".join(refused[s.path]) if s.path in refused
-                 else "current" if not why else "not current: " + "; ".join(why))
-        value = f"{s.value:.4g} {_ci(s.ci_low, s.ci_high)}" if s.value is not None else "-"
-        out.append(_t(f"    {s.created_utc[:19]}Z  {s.machine or s.hardware:<16} {s.verdict:<12} {s.metric} {value}  "
-                      f"commit {(s.git_commit or '?')[:10]}{' dirty' if is_dirty(s) else ''}  [{s.mode}]"))
-        out.append(_t(f"      {at}/{s.path}  ({state})"))
-    if p is None:
-        out.append(f"  list     {_t(str(list_path))} does not exist")
-        return "\n".join(out)
-    shown = [n for n in p.numbers if n.claim_id == claim_id]
-    out.append(f"  list     {_t(list_path.name)}")
-    for n in shown:
-        out.append(_t(f"    shows on {n.entry_key!r} (line {n.entry_line}): {' · '.join(n.parts)}"))
-        out.append(_t(f"      because {at}/{n.record} is the latest current record for {n.machine}, and it is verified"))
-    for n in (n for n in p.hidden if n.claim_id == claim_id):
-        out.append(_t(f"    not shown on {n.entry_key!r}: over the per-entry limit ({at}/{n.record})"))
-    for r in (r for r in p.removed if r.claim_id == claim_id):
-        out.append(_t(f"    off for {r.machine or r.hardware}: {r.why}"))
-    if not shown and not any(r.claim_id == claim_id for r in p.removed):
-        has_verified = any(s.ok and s.verdict == VERIFIED for s in mine)
-        out.append("    shows nothing: " + ("its verified records are not measured runs" if has_verified
-                                            else "no verified record"))
-    return "\n".join(out)
-
-
-def _side(name: str, t) -> list[str]:
-    import numpy as np
-
-    x = np.asarray(t.samples_us, dtype=float)
-    if not x.size:
-        return [f"  {name:<9} no samples"]
-    q1, med, q3 = np.percentile(x, [25, 50, 75])
-    rounds = len(set(t.rounds)) if t.rounds else 0
-    procs = len(set(t.processes)) if t.processes else 1
-    return [f"  {name:<9} {x.size} samples kept, {len(t.dropped_us)} dropped for throttling; "
-            f"{rounds} rounds in {procs} process(es)",
-            f"            median {med:.4g} us  IQR {q3 - q1:.3g} us  min {x.min():.4g}  max {x.max():.4g}  "
-            f"cv {x.std() / x.mean() * 100:.2f}%"]
-
-
-def _trials(correctness: dict) -> list[str]:
-    """Per-trial errors, whatever per-output fields the runner recorded."""
-    out = []
-    for i, t in enumerate(correctness.get("trials") or []):
-        if not isinstance(t, dict):
-            out.append(f"    trial {i + 1}: {t}")
-            continue
-        head = f"    trial {i + 1}" + (f" seed {t['seed']}" if "seed" in t else "")
-        head += ": " + ("passed" if t.get("passed") else f"FAILED {t.get('reason', '')}".rstrip())
-        out.append(head)
-        for j, o in enumerate(t.get("outputs") or []):
-            errs = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
-                             for k, v in o.items() if k not in ("passed", "reason"))
-            out.append(f"      output {j}: {errs}")
-    return out
-
-
-def show_record(path: Path) -> str:
-    """One record, readable: who ran what where with which software, the verdict, the samples and
-    the per-trial errors. Only a regular file under the record size cap is read."""
-    from claimbench.report.display import machine_name
-    from claimbench.store.index import hardware_name, hardware_slug
-    from claimbench.store.record import load_record
-
-    r = load_record(Path(path))
-    hw = r.hardware
-    c = r.correctness
-    sw = hw.get("software") if isinstance(hw.get("software"), dict) else {}
-    cpu = hw.get("cpu") if isinstance(hw.get("cpu"), dict) else {}
-    out = [f"record {path}",
-           f"  claim      {r.claim_id} ({r.claim_path}, sha256 {r.claim_sha256[:12]}); "
-           f"schema {r.schema_version}, protocol {r.protocol_version}, harness {r.harness_version}",
-           f"  when       {r.created_utc}, commit {r.git_commit or '?'}{' (dirty tree)' if r.git_dirty else ''}",
-           f"  hardware   {hardware_name(hw)} ({hardware_slug(hw)}); mode {r.mode}"
-           + ("" if r.hardware_match else f"; no match: {r.hardware_reason}"),
-           f"  machine    {machine_name(hw, r.protocol)}; cpu {cpu.get('model', '?')}: {cpu.get('cores', '?')} cores, "
-           f"{r.protocol.get('torch_threads') or cpu.get('threads_used', '?')} used by the claim's process",
-           "  software   " + (", ".join(f"{k} {v}" for k, v in sw.items()
-                                       if v is not None and k not in ("git_commit", "git_dirty", "git_dirty_files")) or "?"),
-           f"  verdict    {r.verdict}: {r.reason}"]
-    if sw.get("git_dirty_files"):
-        out.append("  changed    " + ", ".join(map(str, sw["git_dirty_files"][:10]))
-                   + (f" and {len(sw['git_dirty_files']) - 10} more" if len(sw["git_dirty_files"]) > 10 else ""))
-    for g in hw.get("gpus") or []:
-        if isinstance(g, dict):
-            out.append(f"  gpu        {g.get('index', '?')}: {g.get('name', '?')}, cc {g.get('compute_capability', '?')}, "
-                       f"{g.get('sm_count', '?')} SMs, driver {g.get('driver_version', '?')}")
-    if r.value is not None:
-        pub = f"; published {r.published_value:.4g}" if r.published_value is not None else "; not published"
-        out.append(f"  value      {r.claimed.get('metric')} {r.value:.4g} 95% CI {_ci(r.ci_low, r.ci_high)} "
-                   f"vs claimed {r.claimed.get('value')} (tolerance {r.claimed.get('tolerance')}){pub}")
-    for b in r.blockers:
-        out.append(f"  blocker    {b}")
-    for j in r.rejections:
-        out.append(f"  rejected   {j}")
-    if r.outcome:
-        out.append(f"  outcome    {r.outcome}: {r.outcome_reason}")
-    out += _side("kernel", r.kernel) + _side("baseline", r.baseline)
-    if r.protocol:
-        out.append("  protocol   " + ", ".join(f"{k} {v}" for k, v in sorted(r.protocol.items())))
-    if r.floor_us is not None:
-        out.append(f"  floor      {r.floor_us:.4g} us ({r.floor_term})")
-    if r.ceilings:
-        out.append("  ceilings   " + ", ".join(f"{k} {v}" for k, v in sorted(r.ceilings.items())))
-    out.append(f"  correctness {'passed' if c.get('passed') else 'FAILED' if c.get('passed') is False else 'unknown'}"
-               + (f": {c.get('reason')}" if c.get("reason") else ""))
-    out += _trials(c)
-    src = sorted(r.source_sha256.items(), key=lambda kv: (kv[0].startswith((".", "/")) or "site-packages" in kv[0], kv[0]))
-    more = f", and {len(src) - 8} more" if len(src) > 8 else ""
-    out.append(f"  sources    {len(src)} file(s): " + ", ".join(f"{k} {v[:12]}" for k, v in src[:8]) + more)
-    return "\n".join(_t(line) for line in out)

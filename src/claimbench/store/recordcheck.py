@@ -94,7 +94,7 @@ def fingerprint() -> str:
     """Changes whenever the code that decides a record's problems changes."""
     return code_fingerprint((
         "claimbench.store.recordcheck", "claimbench.stats.verdict", "claimbench.stats.resample", "claimbench.store.record",
-        "claimbench.store.recordwrite", "claimbench.store.index", "claimbench.stats.status", "claimbench.report.display",
+        "claimbench.store.recordwrite", "claimbench.store.index", "claimbench.stats.status", "claimbench.spec.display",
         "claimbench.store.provenance", "claimbench.store.claimcopy", "claimbench.store.jsonio", "claimbench.stats.precision",
         "claimbench.store.codeprint"))
 
@@ -169,7 +169,7 @@ _CHUNK = 256  # records per task: enough to batch their bootstraps, few enough t
 _PARALLEL_MIN = 500
 
 
-def check_files(items: list[tuple[str, str]], workers: int = 2, known: frozenset = frozenset()) -> Iterable[list[tuple]]:
+def check_record_files(items: list[tuple[str, str]], workers: int = 2, known: frozenset = frozenset()) -> Iterable[list[tuple]]:
     """`_verify_chunk` over (rel, full) items in chunks, on `workers` processes when there are
     many; yields each chunk's rows in order."""
     chunks = [items[i:i + _CHUNK] for i in range(0, len(items), _CHUNK)]
@@ -214,7 +214,7 @@ class Verifier:
             else:
                 todo.append((s.path, full))
         fresh = 0
-        for rows in check_files(todo, self.workers):
+        for rows in check_record_files(todo, self.workers):
             for rel, _size, _mtime, sha, summary, probs, _line in rows:
                 s = by_path[rel]
                 said = summary_digest(summary)

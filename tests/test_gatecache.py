@@ -1,4 +1,4 @@
-"""claimcheck: cached and parallel `check` gives exactly what `policy.load_claims` gives."""
+"""gatecache: cached and parallel `check` gives exactly what `policy.gate_all` gives."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ import shutil
 import pytest
 
 import recordkit as rk
-from claimbench.gate import claimcheck
-from claimbench.report.listing import parse_list
-from claimbench.gate.policy import load_claims
+from claimbench.gate import gatecache
+from claimbench.spec.listing import parse_list
+from claimbench.gate.policy import gate_all
 from claimbench.store.record import sha256_file
 
 PATHS = ["claims/softmax-online.yaml", "claims/deepgemm-fp8.yaml", "claims/blackwell-time.yaml"]
@@ -30,34 +30,34 @@ def sources(root):
 
 def test_cached_equals_fresh(root):
     cache = root / "results" / ".cache"
-    fresh = load_claims([root / p for p in PATHS], root, listing(root))
-    first = claimcheck.check_claims(PATHS, root, listing(root), sources=sources(root), cache_dir=cache)
+    fresh = gate_all([root / p for p in PATHS], root, listing(root))
+    first = gatecache.gate_cached(PATHS, root, listing(root), sources=sources(root), cache_dir=cache)
     assert list(cache.glob("check-*.json"))
-    second = claimcheck.check_claims(PATHS, root, listing(root), sources=sources(root), cache_dir=cache)
+    second = gatecache.gate_cached(PATHS, root, listing(root), sources=sources(root), cache_dir=cache)
     assert first == second == fresh
     assert all(r.ok for r in second)
 
 
 def test_list_change_invalidates(root):
     cache = root / "results" / ".cache"
-    claimcheck.check_claims(PATHS, root, listing(root), sources=sources(root), cache_dir=cache)
+    gatecache.gate_cached(PATHS, root, listing(root), sources=sources(root), cache_dir=cache)
     lst = root / "LIST.md"
     lst.write_text(lst.read_text().replace("- DeepGEMM -", "- DeepGEMM v2 -"))
-    again = claimcheck.check_claims(PATHS, root, listing(root), sources=sources(root), cache_dir=cache)
+    again = gatecache.gate_cached(PATHS, root, listing(root), sources=sources(root), cache_dir=cache)
     assert [r.ok for r in again] == [True, False, True]
     assert again[1].problems[0].key == "entry"
 
 
 def test_claim_or_source_change_invalidates(root):
     cache = root / "results" / ".cache"
-    claimcheck.check_claims(PATHS, root, listing(root), sources=sources(root), cache_dir=cache)
+    gatecache.gate_cached(PATHS, root, listing(root), sources=sources(root), cache_dir=cache)
     f = root / "claims" / "blackwell-time.yaml"
     f.write_text(f.read_text().replace("tolerance: 0.05", "tolerance: 1.5"))
-    assert not claimcheck.check_claims(PATHS, root, listing(root), sources=sources(root), cache_dir=cache)[2].ok
+    assert not gatecache.gate_cached(PATHS, root, listing(root), sources=sources(root), cache_dir=cache)[2].ok
     srcs = sources(root)
     srcs["claims/softmax-online.yaml"] = {"kernels/stubs.py": "0" * 64}
     (root / "kernels" / "stubs.py").write_text("def nothing():\n    pass\n")
-    assert not claimcheck.check_claims(PATHS, root, listing(root), sources=srcs, cache_dir=cache)[0].ok
+    assert not gatecache.gate_cached(PATHS, root, listing(root), sources=srcs, cache_dir=cache)[0].ok
 
 
 def test_duplicate_ids_are_caught_with_cached_results(root):
@@ -67,7 +67,7 @@ def test_duplicate_ids_are_caught_with_cached_results(root):
     paths = PATHS + ["claims/more/deepgemm-fp8.yaml"]
     srcs = {**sources(root), paths[-1]: sources(root)[PATHS[1]]}
     for _ in range(2):  # cold, then every result from the cache
-        out = claimcheck.check_claims(paths, root, listing(root), sources=srcs, cache_dir=cache)
+        out = gatecache.gate_cached(paths, root, listing(root), sources=srcs, cache_dir=cache)
         assert [r.ok for r in out] == [True, True, True, False]
         assert "is also the id of claims/deepgemm-fp8.yaml" in out[3].problems[-1].message
 
@@ -76,6 +76,6 @@ def test_parallel_matches_serial(root, monkeypatch):
     from claimbench.gate import policy
 
     paths = sorted(f"claims/{p.name}" for p in (root / "claims").glob("*.yaml"))
-    serial = claimcheck.check_claims(paths, root, listing(root))
+    serial = gatecache.gate_cached(paths, root, listing(root))
     monkeypatch.setattr(policy, "PARALLEL_FROM", 1)
-    assert claimcheck.check_claims(paths, root, listing(root)) == serial
+    assert gatecache.gate_cached(paths, root, listing(root)) == serial

@@ -20,7 +20,7 @@ from claimbench.store.jsonio import dumps_json_line, loads_json
 from claimbench.spec.problem import Problem
 
 _CODE = ("claimbench.gate.policy", "claimbench.gate.rules", "claimbench.gate.srcgraph", "claimbench.spec.claim", "claimbench.spec.yamlsafe",
-         "claimbench.spec.expr", "claimbench.report.listing", "claimbench.spec.problem", "claimbench.gate.claimcheck",
+         "claimbench.spec.expr", "claimbench.spec.listing", "claimbench.spec.problem", "claimbench.gate.gatecache",
          "claimbench.store.codeprint")
 
 
@@ -33,13 +33,13 @@ def _listing_digest(listing) -> str:
     return hashlib.sha256(names.encode()).hexdigest()
 
 
-def check_claims(paths: Sequence[str], root: Path, listing, *, sources: Optional[dict] = None,
+def gate_cached(paths: Sequence[str], root: Path, listing, *, sources: Optional[dict] = None,
                  cache_dir: Optional[Path] = None, known: Optional[dict] = None) -> list:
     """CheckResults for claim files (relative to root), in order. `sources` maps a claim path to
     the source hashes of a current record for it; only those claims are cached. `known`: as
-    `policy.load_claims`."""
+    `policy.gate_all`."""
     from claimbench.spec.claim import Claim
-    from claimbench.gate.policy import CheckResult, load_claims
+    from claimbench.gate.policy import _DUPLICATE, CheckResult, gate_all, unique_ids
 
     root = Path(root)
     sources = sources or {}
@@ -58,29 +58,16 @@ def check_claims(paths: Sequence[str], root: Path, listing, *, sources: Optional
                 out[p] = CheckResult(hit["path"], claim, tuple(Problem(*x) for x in hit["problems"]))
                 continue
         todo.append(p)
-    for p, r in zip(todo, load_claims([root / p for p in todo], root, listing, known=known)):
+    for p, r in zip(todo, gate_all([root / p for p in todo], root, listing, known=known)):
         out[p] = r
         if p in keys:
             cache[keys[p]] = {"path": r.path, "claim": r.claim.model_dump() if r.claim else None,
-                              "problems": [[x.path, x.line, x.key, x.message] for x in r.problems]}
-    first: dict[str, str] = {}
-    for p in paths:
-        if out[p].claim is not None:
-            first.setdefault(out[p].claim.id, out[p].path)
-    results = [_unique(out[p], first) for p in paths]
+                              "problems": [[x.path, x.line, x.key, x.message] for x in r.problems
+                                           if not (x.key == "id" and _DUPLICATE in x.message)]}
+    results = unique_ids([out[p] for p in paths])
     if cfile and todo and keys:
         _save(cfile, {k: cache[k] for k in keys.values() if k in cache})
     return results
-
-
-def _unique(r, first: dict):
-    """The one rule that spans files: a claim id names one claim (cached results skip load_claims')."""
-    from claimbench.gate.policy import CheckResult
-
-    if r.claim is None or first[r.claim.id] == r.path or any("is also the id of" in x.message for x in r.problems):
-        return r
-    return CheckResult(r.path, r.claim, r.problems + (
-        Problem(r.path, 1, "id", f"`{r.claim.id}` is also the id of {first[r.claim.id]}; ids are unique"),))
 
 
 def _load(path: Optional[Path]) -> dict:
