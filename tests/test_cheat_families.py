@@ -355,7 +355,7 @@ def _pytest_claims(project: Path, timeout_s: float = 300.0) -> tuple[subprocess.
     junit = project / "junit.xml"
     cmd = [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "--claims", "claims", "--claims-root", ".",
            "--claims-results", "results/runs", "--claims-max-time-s", "0.5", "--claims-warmup-s", "0.05",
-           "--timing", "report", "--junitxml", str(junit), "--basetemp", str(project / ".pytest-tmp")]
+           "--claims-timing", "report", "--junitxml", str(junit), "--basetemp", str(project / ".pytest-tmp")]
     proc = subprocess.run(cmd, cwd=project, env=env, capture_output=True, text=True, timeout=timeout_s)
     return proc, junit
 

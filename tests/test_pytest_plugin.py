@@ -85,9 +85,36 @@ def test_verdicts_map_to_pass_skip_fail(pytester, fake):
 
 def test_timing_report_passes_timing_verdicts_only(pytester, fake):
     _claims(pytester, ["ok", "wrong", "slow"])
-    res = pytester.runpytest("--claims", "claims", "--timing", "report")
+    res = pytester.runpytest("--claims", "claims", "--claims-timing", "report")
     res.assert_outcomes(passed=2, failed=1, warnings=1)
     res.stdout.fnmatch_lines(["*ClaimTimingWarning: slow: refuted (reported, not gated)*"])
+
+
+def test_old_option_spellings_still_work_with_a_deprecation_warning(pytester, fake):
+    _claims(pytester, ["ok", "slow"])
+    res = pytester.runpytest("--claims", "claims", "--timing", "report", "-W", "default::DeprecationWarning")
+    res.assert_outcomes(passed=2, warnings=2)
+    res.stdout.fnmatch_lines(["*--timing is deprecated: use --claims-timing*"])
+
+
+def test_every_plugin_option_has_the_one_prefix():
+    from claimbench.ci import pytest_plugin
+
+    seen = []
+
+    class Group:
+        def addoption(self, *names, **kw):
+            seen.append(names)
+
+    class Parser:
+        def getgroup(self, *a, **kw):
+            return Group()
+
+    pytest_plugin.pytest_addoption(Parser())
+    assert len(seen) >= 9
+    for names in seen:
+        assert names[0].startswith("--claims"), names
+        assert all(n.startswith("--claims") or pytest_plugin.DEPRECATED.get(n) == names[0] for n in names), names
 
 
 def test_junit_gets_hardware_and_per_claim_properties(pytester, fake):
@@ -97,7 +124,7 @@ def test_junit_gets_hardware_and_per_claim_properties(pytester, fake):
     tree = ET.parse(pytester.path / "out.xml")
     suite = tree.getroot().find("testsuite")
     props = {p.get("name"): p.get("value") for p in suite.find("properties")}
-    assert props["claimbench.machine.hardware"] == "NVIDIA H200"
+    assert props["claimbench.hardware"] == "NVIDIA H200"
     assert props["claimbench.device"] == "cuda"
     assert props["claimbench.gpu_count"] == "1"
     assert props["claimbench.git_commit"] == "abc123"
@@ -122,7 +149,7 @@ def test_options_reach_run_one(pytester, fake):
 
 def test_require_gpu_exits_1_without_one(pytester, fake):
     _claims(pytester, ["ok"])
-    res = pytester.runpytest("--claims", "claims", "--require-gpu")
+    res = pytester.runpytest("--claims", "claims", "--claims-require-gpu")
     assert res.ret == 1
     res.stdout.fnmatch_lines(["*no usable CUDA GPU detected*"])
     assert fake["calls"] == []
@@ -131,14 +158,14 @@ def test_require_gpu_exits_1_without_one(pytester, fake):
 def test_hardware_only_runs_what_this_machine_can_verify(pytester, fake):
     _claims(pytester, ["ok"])
     _claims(pytester, ["gpu-claim"], device="cuda", model="NVIDIA H100*")
-    res = pytester.runpytest("--claims", "claims", "--hardware-only")
+    res = pytester.runpytest("--claims", "claims", "--claims-hardware-only")
     res.assert_outcomes(passed=1, deselected=1)
     assert [c for c, _ in fake["calls"]] == ["ok"] and fake["calls"][0][1].hardware_only
 
 
 def test_hardware_only_with_nothing_to_verify_fails(pytester, fake):
     _claims(pytester, ["gpu-claim"], device="cuda", model="NVIDIA H100*")
-    res = pytester.runpytest("--claims", "claims", "--hardware-only")
+    res = pytester.runpytest("--claims", "claims", "--claims-hardware-only")
     assert res.ret == 1
     res.stdout.fnmatch_lines(["*none of the 1 claim(s) can be verified on this machine*"])
 
@@ -151,17 +178,17 @@ def test_changed_since_selects_and_a_bad_ref_is_a_usage_error(pytester, fake):
     git("add", "-A")
     git("commit", "-qm", "base")
     (pytester.path / "claims" / "ok.yaml").write_text(CLAIM.format(id="ok", device="cpu", model="*").replace("1.5", "1.4"))
-    res = pytester.runpytest("--claims", "claims", "--changed-since", "HEAD")
+    res = pytester.runpytest("--claims", "claims", "--claims-changed-since", "HEAD")
     res.assert_outcomes(passed=1, deselected=1)
-    res = pytester.runpytest("--claims", "claims", "--changed-since", "no-such-ref")
+    res = pytester.runpytest("--claims", "claims", "--claims-changed-since", "no-such-ref")
     assert res.ret == pytest.ExitCode.USAGE_ERROR
-    res.stderr.fnmatch_lines(["*--changed-since no-such-ref: not a commit*"])
+    res.stderr.fnmatch_lines(["*no-such-ref: not a commit*"])
 
 
 def test_a_real_claim_writes_its_record_through_run_one(pytester, tmp_path):
     """No fakes: the CPU fixture claim runs in its worker and leaves a record where asked."""
     claim = FIX / "claims" / "valid" / "softmax-cpu.yaml"
-    res = pytester.runpytest("--claims", str(claim), "--claims-results", str(tmp_path), "--timing", "report",
+    res = pytester.runpytest("--claims", str(claim), "--claims-results", str(tmp_path), "--claims-timing", "report",
                              "--claims-max-time-s", "0.3", "--claims-warmup-s", "0.05", "-p", "no:cacheprovider")
     res.assert_outcomes(passed=1)
     records = list((tmp_path / "records" / "softmax-cpu").glob("*.json"))

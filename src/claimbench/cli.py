@@ -27,13 +27,7 @@ def build_parser() -> argparse.ArgumentParser:
                         help="project root (the folder holding claims/ and kernels/); default: found from the paths or the cwd")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
-        try:
-            module = importlib.import_module(f"claimbench.commands.{name}")
-        except ModuleNotFoundError as e:
-            if e.name == f"claimbench.commands.{name}":
-                continue
-            raise
-        module.register(sub)
+        importlib.import_module(f"claimbench.commands.{name}").register(sub)
     return parser
 
 

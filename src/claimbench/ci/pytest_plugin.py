@@ -3,12 +3,13 @@
 Inert unless `--claims PATH` is given. Then:
 - every `.yaml` under PATH is collected as a test whose id is the claim id (the file name);
 - verified passes, skipped (hardware) skips with the reason, anything else fails with the verdict's
-  reason; `--timing report` lets refuted and inconclusive pass with a warning (noisy shared CPU
+  reason; `--claims-timing report` lets refuted and inconclusive pass with a warning (noisy shared CPU
   runners), while correctness, policy, record and execution failures still fail;
 - the JUnit report gets the detected hardware as suite properties and each claim's verdict, value
-  and CI as test properties (`item.user_properties`; `record_testsuite_property` is a fixture,
-  which custom items do not get, so the junitxml plugin's LogXML is used directly);
-- `--changed-since`, `--hardware-only` and `--require-gpu` select and refuse as in `claimbench run`.
+  and CI as test properties (`item.user_properties`);
+- `--claims-changed-since`, `--claims-hardware-only` and `--claims-require-gpu` select and refuse as
+  `claimbench run` does. Every option has the `--claims` prefix; the old unprefixed spellings still
+  work for one release, with a deprecation warning.
 When `--claims` is given without test paths, only the claims are collected, not `testpaths`.
 
 A bad input file fails its own item and nothing else: a LIST.md that cannot be parsed becomes a
@@ -68,14 +69,14 @@ def pytest_addoption(parser) -> None:
     g = parser.getgroup("claimbench", "claimbench: claims as tests")
     g.addoption("--claims", action="append", default=None, metavar="PATH",
                 help="collect the claim files under PATH as test items (repeatable)")
-    g.addoption("--timing", dest="claims_timing", choices=("gate", "report"), default="gate",
-                help="claims: 'report' lets refuted/inconclusive timing verdicts pass with a warning")
-    g.addoption("--changed-since", dest="claims_changed_since", metavar="REF", default=None,
-                help="claims: only those whose claim file or imported project files changed since git REF")
-    g.addoption("--hardware-only", dest="claims_hardware_only", action="store_true",
-                help="claims: only those this machine can verify; fail if none")
-    g.addoption("--require-gpu", dest="claims_require_gpu", action="store_true",
-                help="claims: exit 1 at once if no CUDA GPU is detected")
+    g.addoption("--claims-timing", "--timing", dest="claims_timing", choices=("gate", "report"), default="gate",
+                help="'report' lets refuted/inconclusive timing verdicts pass with a warning")
+    g.addoption("--claims-changed-since", "--changed-since", dest="claims_changed_since", metavar="REF", default=None,
+                help="only the claims whose claim file or imported project files changed since git REF")
+    g.addoption("--claims-hardware-only", "--hardware-only", dest="claims_hardware_only", action="store_true",
+                help="only the claims this machine can verify; fail if none")
+    g.addoption("--claims-require-gpu", "--require-gpu", dest="claims_require_gpu", action="store_true",
+                help="exit 1 at once if no CUDA GPU is detected")
     g.addoption("--claims-results", dest="claims_results", metavar="DIR", default=None,
                 help="claims: results folder for the records (default: <root>/results/runs, git-ignored)")
     g.addoption("--claims-timeout", dest="claims_timeout", metavar="S", type=float, default=900.0,
@@ -88,7 +89,17 @@ def pytest_addoption(parser) -> None:
                 help="claims: warm-up time per claim")
 
 
+# Spellings from before every option shared the --claims- prefix; accepted, with a warning, until 0.3.
+DEPRECATED = {"--timing": "--claims-timing", "--changed-since": "--claims-changed-since",
+              "--hardware-only": "--claims-hardware-only", "--require-gpu": "--claims-require-gpu"}
+
+
 def pytest_configure(config) -> None:
+    for arg in config.invocation_params.args:
+        old = str(arg).split("=", 1)[0]
+        if old in DEPRECATED:
+            config.issue_config_time_warning(pytest.PytestDeprecationWarning(
+                f"{old} is deprecated: use {DEPRECATED[old]} (the old spelling goes in claimbench 0.3)"), stacklevel=2)
     raw = config.getoption("claims")
     if not raw:
         return
@@ -140,23 +151,26 @@ def pytest_sessionstart(session) -> None:
             pytest.exit(str(e), returncode=1)
 
 
+def _junit_writers(config) -> list:
+    """The junitxml plugin registers its writer as a plugin; found through pluggy's public registry by
+    what it can do, since `record_testsuite_property` is a fixture that custom items never get."""
+    return [p for p in config.pluginmanager.get_plugins() if callable(getattr(p, "add_global_property", None))]
+
+
 def _global_properties(config, hw) -> None:
-    try:
-        from _pytest.junitxml import xml_key  # the LogXML instance; there is no public accessor
-    except ImportError:
-        return
-    xml = config.stash.get(xml_key, None)
-    if xml is None:
+    writers = _junit_writers(config)
+    if not writers:
         return
     sw = hw.software
-    props = {"claimbench.machine.hardware": hw.name, "claimbench.device": hw.device, "claimbench.hardware_slug": hw.slug,
+    props = {"claimbench.hardware": hw.name, "claimbench.device": hw.device, "claimbench.hardware_slug": hw.slug,
              "claimbench.gpu_count": len(hw.gpus), "claimbench.gpus": ", ".join(g.name for g in hw.gpus),
              "claimbench.cpu": hw.cpu.model, "claimbench.driver": hw.gpus[0].driver_version if hw.gpus else "",
              "claimbench.torch": sw.torch or "", "claimbench.cuda_runtime": sw.cuda_runtime or "",
              "claimbench.version": sw.claimbench or "", "claimbench.git_commit": sw.git_commit or "",
              "claimbench.git_dirty": "" if sw.git_dirty is None else str(sw.git_dirty).lower()}
-    for k, v in props.items():
-        xml.add_global_property(k, v)
+    for xml in writers:
+        for k, v in props.items():
+            xml.add_global_property(k, v)
 
 
 def pytest_collect_file(file_path: Path, parent):
