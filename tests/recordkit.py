@@ -14,9 +14,16 @@ import numpy as np
 
 from claimbench.spec import expr
 from claimbench.spec.claim import Claim
-from claimbench.store.index import append_index
-from claimbench.store.record import MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, Record, claim_copy, sha256_file, write_record
 from claimbench.spec.yamlsafe import load_document
+from claimbench.store.index import append_index
+from claimbench.store.record import (
+    MIN_PROTOCOL_VERSION,
+    PROTOCOL_VERSION,
+    Record,
+    claim_copy,
+    sha256_file,
+    write_record,
+)
 
 FIXTURE = Path(__file__).resolve().parent / "fixtures" / "publish"
 HARDWARE = {

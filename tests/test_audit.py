@@ -6,8 +6,8 @@ import json
 import shutil
 
 import pytest
-
 import recordkit as rk
+
 from claimbench.report.audit import audit, check_record, fingerprint
 from claimbench.report.publish import publish
 from claimbench.store.record import SCHEMA_VERSION, load_record

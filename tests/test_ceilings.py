@@ -7,8 +7,17 @@ import pytest
 
 from claimbench.machine import ceilings as C
 from claimbench.machine import ceilings_measure as M
-from claimbench.machine.ceilings import (Ceilings, achieved_gbps, achieved_tflops, floor_us, floor_violation,
-                                 load_or_measure, measure_ceilings, rate_tflops, sol_fraction)
+from claimbench.machine.ceilings import (
+    Ceilings,
+    achieved_gbps,
+    achieved_tflops,
+    floor_us,
+    floor_violation,
+    load_or_measure,
+    measure_ceilings,
+    rate_tflops,
+    sol_fraction,
+)
 from claimbench.machine.hardware import CpuInfo, GpuInfo, Hardware, Software
 
 H200 = Ceilings(key="GPU-1", device="cuda", bandwidth_gbps=4000.0,

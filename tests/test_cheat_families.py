@@ -50,10 +50,11 @@ from cheat_project import make_project, write_claim
 from conftest import honest_timing
 
 import claimbench
-from claimbench.machine.detect import detect
 from claimbench.gate.policy import gate_file
+from claimbench.machine.detect import detect
 from claimbench.runner import RunOptions, run_one
 from claimbench.stats.status import Status
+
 
 def still_open(why: str):
     """A hole the runner still has: a strict xfail (only a failed assertion counts, so a crash of

@@ -9,8 +9,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from claimbench.spec.listing import parse_list
 from claimbench.gate.policy import gate_file
+from claimbench.spec.listing import parse_list
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VALID = FIXTURES / "claims" / "valid" / "softmax-cpu.yaml"

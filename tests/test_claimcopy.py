@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import recordkit as rk
+
 from claimbench.store import claimcopy as C
 from claimbench.store import record as R
 

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 
 import pytest
-
 import recordkit as rk
+
 from claimbench.cli import main
 
 

@@ -8,11 +8,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 import recordkit as rk
+from test_scaffold import make_project
+
 from claimbench.cli import build_parser, main
 from claimbench.clidoc import BEGIN, END, EXIT_CODES, subcommands, table
-from test_scaffold import make_project
 
 ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

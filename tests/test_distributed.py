@@ -12,6 +12,7 @@ import os
 import socket
 import threading
 from pathlib import Path
+from typing import Optional
 
 import pytest
 
@@ -41,15 +42,15 @@ def _job(root: Path, claim_path: Path, tmp: Path, *, measured=True, impl=None, t
                timing=FAST, timeout_s=timeout_s, log_path=tmp / "claim.log", threads=1)
 
 
-def _launch(job: Job, nodes: Nodes = Nodes()) -> dict:
-    return launch(job, job.claim.hardware.count, nodes, "none", "test")
+def _launch(job: Job, nodes: Optional[Nodes] = None) -> dict:
+    return launch(job, job.claim.hardware.count, nodes or Nodes(), "none", "test")
 
 
 def test_two_rank_gloo_claim_end_to_end(tmp_path):
     """Through the runner: one record, every rank's outputs checked, the topology kept."""
     from claimbench.machine.detect import detect
-    from claimbench.store.record import Record
     from claimbench.runner import RunOptions, run_one
+    from claimbench.store.record import Record
 
     hw = detect(DIST, with_gpu=False)
     out = run_one(GLOO_CLAIM, DIST, hw, RunOptions(results=tmp_path, timeout_s=180, timing=FAST, threads=1))

@@ -13,11 +13,11 @@ import tempfile
 from pathlib import Path
 
 import pytest
-
 import recordkit as rk
+
+from claimbench.cli import main
 from claimbench.report import publish as pub
 from claimbench.report.audit import audit
-from claimbench.cli import main
 from claimbench.store.record import MAX_RECORD_BYTES
 
 NOW = "2026-12-01T12:00:00.000000Z"

@@ -5,11 +5,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
-
 import recordkit as rk
+
 from claimbench.gate import gatecache
-from claimbench.spec.listing import parse_list
 from claimbench.gate.policy import gate_all
+from claimbench.spec.listing import parse_list
 from claimbench.store.record import sha256_file
 
 PATHS = ["claims/softmax-online.yaml", "claims/deepgemm-fp8.yaml", "claims/blackwell-time.yaml"]

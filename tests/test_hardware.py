@@ -5,9 +5,8 @@ from dataclasses import replace
 
 import pytest
 
+from claimbench.machine.hardware import CpuInfo, GpuInfo, Hardware, Software, blockers, is_throttled, matches
 from claimbench.spec.claim import HardwareSpec
-from claimbench.machine.hardware import (CpuInfo, GpuInfo, Hardware, Software, blockers, is_throttled,
-                                 matches)
 
 CPU = CpuInfo(model="AMD EPYC 7B13", cores=2, threads_used=2, memory_bytes=16 << 30, llc_bytes=32 << 20)
 SW = Software(python="3.11.7", torch="2.13.0", triton="3.9.0", cupy=None, numpy="2.0",

@@ -6,8 +6,8 @@ import json
 import os
 
 import pytest
-
 import recordkit as rk
+
 from claimbench.store import index as ix
 
 

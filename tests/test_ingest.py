@@ -8,8 +8,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 import recordkit as rk
+
 from claimbench.cli import main
 from claimbench.report.ingest import find_records, ingest
 from claimbench.report.publish import publish

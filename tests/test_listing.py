@@ -8,8 +8,16 @@ from pathlib import Path
 import pytest
 
 from claimbench.errors import UserError
-from claimbench.spec.listing import (AmbiguousEntry, Entry, EntryNotFound, ListError, apply, parse_list,
-                                read_region, render_line)
+from claimbench.spec.listing import (
+    AmbiguousEntry,
+    Entry,
+    EntryNotFound,
+    ListError,
+    apply,
+    parse_list,
+    read_region,
+    render_line,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 LIST_MD = ROOT / "LIST.md"

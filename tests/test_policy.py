@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from claimbench.gate.policy import discover, gate_all, gate_file
 from claimbench.spec.listing import parse_list
-from claimbench.gate.policy import gate_file, discover, gate_all
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 VALID = FIXTURES / "claims" / "valid" / "softmax-cpu.yaml"

@@ -121,7 +121,7 @@ def test_precision_reached_stops_only_where_the_verdict_agrees():
     bootstrap must find the CI narrow enough too."""
     rng = np.random.default_rng(5)
     stops = 0
-    for trial in range(8):
+    for _trial in range(8):
         kx, bx, rounds = [], [], []
         for r in range(80):
             kx += list(100 + rng.normal(0, 8, 5))

@@ -3,10 +3,10 @@
 from __future__ import annotations
 
 import pytest
-
 import recordkit as rk
-from claimbench.report.trail import show_provenance, show_record
+
 from claimbench.report.publish import publish
+from claimbench.report.trail import show_provenance, show_record
 
 
 @pytest.fixture

@@ -9,8 +9,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 import recordkit as rk
+
 from claimbench.report import publish as pub
 from claimbench.spec.listing import ListError
 from claimbench.store.record import MIN_PROTOCOL_VERSION, load_record
@@ -66,7 +66,8 @@ def test_text_outside_markers_is_kept(tree):
     before = (root / "LIST.md").read_text(encoding="utf-8")
     run(root)
     after = (root / "LIST.md").read_text(encoding="utf-8")
-    strip = lambda t: re.sub(r" ?<!-- claimbench:.*?<!-- /claimbench -->", "", t)
+    def strip(t):
+        return re.sub(r" ?<!-- claimbench:.*?<!-- /claimbench -->", "", t)
     assert strip(after) == strip(before)
     assert len(after.splitlines()) == len(before.splitlines())
 
@@ -217,7 +218,8 @@ def test_other_list_shapes(tree, source, shown):
     plan = run(root)
     assert len(plan.numbers) == shown
     after = (root / "LIST.md").read_text(encoding="utf-8")
-    strip = lambda t: re.sub(r" ?<!-- claimbench:.*?<!-- /claimbench -->", "", t)
+    def strip(t):
+        return re.sub(r" ?<!-- claimbench:.*?<!-- /claimbench -->", "", t)
     assert strip(after) == strip(before)
     assert re.search(r"-->6\d\d TFLOP/s \[6\d\d, 6\d\d\] · fixture kernel deepgemm-fp8 · H200 · fp8 e4m3 · \[record\]",
                      next(ln for ln in after.splitlines() if "DeepGEMM -" in ln))

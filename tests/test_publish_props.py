@@ -13,14 +13,14 @@ import json
 import re
 import shutil
 
+import recordkit as rk
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-import recordkit as rk
 from claimbench.report.audit import audit
 from claimbench.report.publish import publish
-from claimbench.store.record import RecordError, parse_record
 from claimbench.stats.verdict import decide
+from claimbench.store.record import RecordError, parse_record
 
 NOW = "2026-12-01T12:00:00.000000Z"
 KEYS = ["softmax_h200", "softmax_h200_old", "gemm_h200", "bw_h200", "scan_h200", "blackwell_b200", "transpose_new",

@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from claimbench.machine import detect as detect_mod
 from claimbench import runner
+from claimbench.machine import detect as detect_mod
 from claimbench.machine.hardware import CpuInfo, GpuInfo, Hardware, Software
 from claimbench.runner import Outcome
 from claimbench.stats.status import Status

@@ -51,8 +51,9 @@ import multiprocessing as mp  # noqa: E402
 import os  # noqa: E402
 
 import recordkit as rk  # noqa: E402
-from claimbench.store import record as R  # noqa: E402
+
 from claimbench.errors import UserError  # noqa: E402
+from claimbench.store import record as R  # noqa: E402
 
 
 def test_record_reads_top_down_samples_last():

@@ -8,13 +8,13 @@ import subprocess
 from pathlib import Path
 
 import pytest
-
 import recordkit as rk
+from test_scaffold import make_project
+
 from claimbench.cli import main
-from claimbench.store.record import load_record
 from claimbench.reproduce import Comparison
 from claimbench.store.recipe import recipe
-from test_scaffold import make_project
+from claimbench.store.record import load_record
 
 
 def _git(root: Path, *args: str) -> str:

@@ -5,8 +5,8 @@ from pathlib import Path
 
 import pytest
 
-from claimbench.spec.claim import Claim
 from claimbench.gate.rules import check_kernel_source
+from claimbench.spec.claim import Claim
 
 CLAIM = dict(
     id="x", title="t", entry="e",

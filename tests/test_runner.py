@@ -8,10 +8,10 @@ import pytest
 from conftest import honest_timing
 
 from claimbench.machine.detect import detect
-from claimbench.store.record import load_record
 from claimbench.runner import RunOptions, run_one
 from claimbench.stats.status import Status
 from claimbench.stats.verdict import decide
+from claimbench.store.record import load_record
 
 FIXTURES = Path(__file__).parent / "fixtures"
 

@@ -6,13 +6,13 @@ from __future__ import annotations
 import re
 
 import pytest
-
 import recordkit as rk
-from claimbench.spec import safetext
-from claimbench.report.audit import audit
+
 from claimbench.cli import main
-from claimbench.spec.listing import parse_list, read_region
+from claimbench.report.audit import audit
 from claimbench.report.publish import publish
+from claimbench.spec import safetext
+from claimbench.spec.listing import parse_list, read_region
 
 NOW = "2026-12-01T12:00:00.000000Z"
 HOSTILE = {

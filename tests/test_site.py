@@ -14,8 +14,8 @@ from pathlib import Path
 from urllib.parse import unquote, urlparse
 
 import pytest
-
 import recordkit as rk
+
 from claimbench.report.publish import publish
 from claimbench.report.site import build_site
 

@@ -6,10 +6,10 @@ from pathlib import Path
 
 import pytest
 
-from claimbench.spec.claim import Claim
-from claimbench.spec.listing import parse_list
 from claimbench.gate.policy import gate_file
 from claimbench.gate.srcgraph import claim_sources, import_chain, task_side_rule
+from claimbench.spec.claim import Claim
+from claimbench.spec.listing import parse_list
 from claimbench.spec.yamlsafe import load_document
 
 FIXTURES = Path(__file__).resolve().parent / "fixtures"

@@ -10,13 +10,13 @@ import shutil
 import subprocess
 
 import pytest
-
 import recordkit as rk
-from claimbench.report.audit import audit
+
 from claimbench.cli import main
+from claimbench.report.audit import audit
 from claimbench.report.publish import plan, publish
-from claimbench.store.record import load_record
 from claimbench.stats.verdict import decide
+from claimbench.store.record import load_record
 
 NOW = "2026-12-01T12:00:00.000000Z"
 

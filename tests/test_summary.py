@@ -2,10 +2,10 @@
 
 from pathlib import Path
 
+from claimbench.ci.summary import LIMIT_BYTES, write_summary
 from claimbench.machine.hardware import CpuInfo, Hardware, Software
 from claimbench.runner import Outcome
 from claimbench.stats.status import Status
-from claimbench.ci.summary import LIMIT_BYTES, write_summary
 
 HW = Hardware(device="cpu", gpus=(), cpu=CpuInfo("Test CPU", 2, 2, None, None),
               software=Software("3.11", "2.13", None, None, None, "0.1", "abcdef1234567890", True))

@@ -6,10 +6,10 @@ import json
 
 import pandas as pd
 import pytest
-
 import recordkit as rk
-from claimbench.store.record import load_record
+
 from claimbench.report.table import compare, records_table, render
+from claimbench.store.record import load_record
 
 
 @pytest.fixture

@@ -42,8 +42,8 @@ from __future__ import annotations
 
 import torch
 
-from kernels.matmul.kernel import grouped_matmul
 from kernels.launch import gpu_tiles
+from kernels.matmul.kernel import grouped_matmul
 
 # One config for every batch size: that is the invariance. Nothing below reads the row count.
 MATMUL_CONFIG = dict(BLOCK_M=128, BLOCK_N=128, BLOCK_K=64, GROUP_M=8, num_warps=4, num_stages=4)

@@ -33,7 +33,7 @@ from __future__ import annotations
 
 import torch
 
-from kernels.fp8_matmul.task import FP8, quantize
+from kernels.fp8_matmul.task import quantize
 from kernels.matmul.tiles import check_operands
 
 ALIGN = 16  # cuBLASLt FP8: leading dimensions and sizes a multiple of 16

@@ -11,7 +11,6 @@ from __future__ import annotations
 import torch
 
 from kernels.matmul.task import draw
-from kernels.matmul.tiles import check_operands
 
 FP8 = torch.float8_e4m3fn
 E4M3_MAX = 448.0

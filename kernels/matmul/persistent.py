@@ -41,7 +41,6 @@ import triton.language as tl
 from kernels.launch import interpreted
 from kernels.matmul.tiles import check_operands, gemm_config, sm_count, store_tile, tile_coords, tile_mac
 
-
 CPU_PROGRAMS = 3  # interpreter: few programs, so each one loops over several tiles
 
 

@@ -8,8 +8,6 @@ The kernel (``kernel.py``) runs the same code reading K and V through a block ta
 
 from __future__ import annotations
 
-import torch
-
 
 def to_contiguous(q, k, v):
     """Baseline prepare (untimed): contiguous (batch, kv_heads, seqlen, head_dim) caches."""

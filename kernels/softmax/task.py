@@ -13,6 +13,7 @@ import triton
 import triton.language as tl
 
 from kernels.launch import gpu_tiles
+
 CONFIG = dict(BLOCK=4096, num_warps=8)  # 16 elements per thread: 8 KB of bf16 in flight per program
 CONFIG_INTERPRETER = dict(BLOCK=64, num_warps=1)
 

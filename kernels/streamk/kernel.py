@@ -64,7 +64,6 @@ from kernels.launch import interpreted
 from kernels.matmul.tiles import check_operands, sm_count, store_tile, tile_mac
 from kernels.streamk.task import tile_config
 
-
 CPU_PROGRAMS = 5
 
 

@@ -78,6 +78,7 @@ def env_stage(ctx: Ctx) -> None:
 def ceilings_stage(ctx: Ctx) -> None:
     from claimbench.machine.ceilings import load_or_measure, measure_ceilings
     from claimbench.machine.hardware import Hardware
+
     from .stage_io import load_json
 
     art = ctx.art_path

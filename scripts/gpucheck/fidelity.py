@@ -65,6 +65,7 @@ def _claimbench_us(fn, device: str, warmup_s: float, max_time_s: float, hw_gpu: 
     kw: dict = {}
     if device == "cuda":
         import torch
+
         from claimbench.machine.detect import Nvml
         kw = {"l2_bytes": int(torch.cuda.get_device_properties(0).L2_cache_size), "nvml": Nvml.open()}
         if hw_gpu.get("max_sm_clock_mhz"):
@@ -167,7 +168,7 @@ def _ncu(ctx: Ctx, rows: list[dict], ncu: Optional[str]) -> None:
     p = run_cmd(cmd, timeout_s=limit, cwd=Path(ctx.root), log=ctx.art_path / "ncu-fidelity.log")
     parsed = parse_ncu_csv(p.out)
     say(f"ncu: rc={p.rc}{' TIMED OUT' if p.timed_out else ''} in {p.seconds:.0f} s, {len(parsed)} kernel rows; "
-        f"driver: {' | '.join(l for l in p.out.splitlines() if l.startswith('DRIVER'))}")
+        f"driver: {' | '.join(ln for ln in p.out.splitlines() if ln.startswith('DRIVER'))}")
     if not parsed:
         say("ncu output tail:\n" + tail(p.text, 12))
     for r in rows:

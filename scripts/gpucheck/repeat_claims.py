@@ -97,8 +97,8 @@ def select_claims(root: Path, patterns: tuple[str, ...]) -> list[tuple[Path, dic
 
 
 def _fits(data: dict, hw) -> tuple[bool, str]:
-    from claimbench.spec.claim import HardwareSpec
     from claimbench.machine.hardware import matches
+    from claimbench.spec.claim import HardwareSpec
     try:
         spec = HardwareSpec.model_validate(data.get("hardware") or {})
     except Exception as e:  # the runner will reject it with the exact reason: let it

@@ -19,6 +19,7 @@ from claimbench.errors import UserError
 from claimbench.store.recipe import HOT_MODE, recipe
 from claimbench.store.record import Record, sha256_file
 
+
 @dataclass(frozen=True)
 class Comparison:
     """The old record against the new run: same verdict, and intervals that overlap."""

@@ -12,22 +12,31 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from claimbench import __version__
-from claimbench.spec import expr
+from claimbench.gate.policy import gate_file
+from claimbench.gate.srcgraph import claim_sources
 from claimbench.machine import backends
 from claimbench.machine.hardware import Hardware, blockers, matches
-from claimbench.gate.policy import gate_file
-from claimbench.stats.precision import evidence_fields
-from claimbench.store.record import (PROTOCOL_VERSION, Record, RecordWriteError, check_writable, claim_copy, keep_unwritable,
-                     sha256_file, utc_now, write_record)
-from claimbench.run.seeds import draw_seeds
-from claimbench.gate.srcgraph import claim_sources
-from claimbench.stats.status import Status
 from claimbench.run import filecensus
 from claimbench.run.job import Job
 from claimbench.run.lock import one_claim_at_a_time
 from claimbench.run.orchestrate import orchestrate
 from claimbench.run.sandbox import default_max_memory
+from claimbench.run.seeds import draw_seeds
+from claimbench.spec import expr
+from claimbench.stats.precision import evidence_fields
+from claimbench.stats.status import Status
 from claimbench.stats.verdict import Evidence, Samples, decide
+from claimbench.store.record import (
+    PROTOCOL_VERSION,
+    Record,
+    RecordWriteError,
+    check_writable,
+    claim_copy,
+    keep_unwritable,
+    sha256_file,
+    utc_now,
+    write_record,
+)
 
 CPU_CHECK_DTYPES = ("float64", "float32", "float16", "int64", "int32", "int8", "uint8")  # what CPU torch computes
 
@@ -71,8 +80,8 @@ def run_claims(paths: list[Path], root: Path, opts: RunOptions, hw: Optional[Har
     its torch import overlaps detection and checking; ``select`` may narrow the claims once the
     hardware is known."""
     from claimbench.machine.detect import detect
-    from claimbench.spec.project import load_listing
     from claimbench.run.servers import Servers
+    from claimbench.spec.project import load_listing
 
     outcomes = []
     if paths:

@@ -48,21 +48,21 @@ def _cases() -> dict:
     """name: (kernel, argument types, constexprs and launch options, what to expect)."""
     from kernels.batch_invariant import matmul as BI
     from kernels.batch_invariant import rmsnorm as BR
+    from kernels.block_sparse_attention import kernel as BSA
     from kernels.fp8_matmul import kernel as F8
+    from kernels.kivi_decode import kernel as KIVI
     from kernels.matmul import kernel as G
     from kernels.matmul import persistent as P
     from kernels.matmul import tiles as GT
+    from kernels.moe import kernel as MOE
     from kernels.roofline import kernel as R
+    from kernels.sgemm import kernel as SG
     from kernels.softmax import kernel as S
     from kernels.softmax import task as ST
+    from kernels.splitkv_decode import kernel as SPLIT
     from kernels.streamk import kernel as SK
     from kernels.streamk import task as SKT
     from kernels.w8a8 import kernel as W8
-    from kernels.moe import kernel as MOE
-    from kernels.block_sparse_attention import kernel as BSA
-    from kernels.splitkv_decode import kernel as SPLIT
-    from kernels.kivi_decode import kernel as KIVI
-    from kernels.sgemm import kernel as SG
 
     row = dict(x_ptr="*bf16", y_ptr="*bf16", cols="i32:16", stride_x="i32:16", stride_y="i32:16")
     sk = dict(_gemm_args(), part_ptr="*fp32", own_ptr="*fp32", flag_ptr="*i32",

@@ -21,6 +21,7 @@ def _free_port() -> int:
 
 def _rank(rank: int, world: int, port: int, shapes: list, errors) -> None:
     from kernel_claims import ROOT  # noqa: F401  (puts the project on sys.path in the child)
+
     from kernels.tensor_parallel import kernel as K
     from kernels.tensor_parallel import task as T
     os.environ.update(MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))

@@ -44,8 +44,8 @@ def changed_files(root: Path, ref: str) -> set[Path]:
 
 def claim_dependencies(root: Path, claim_path: Path) -> set[Path] | None:
     """The claim file and every project file its run depends on; None when it does not parse."""
-    from claimbench.spec.claim import Claim
     from claimbench.gate.srcgraph import claim_sources
+    from claimbench.spec.claim import Claim
     from claimbench.spec.yamlsafe import load_document
 
     try:

@@ -37,8 +37,8 @@ def require_gpu(hw) -> None:
 
 def can_verify(path: Path, root: Path, hw) -> bool:
     """Does this machine match the claim's hardware? A claim that does not parse is kept (fail closed)."""
-    from claimbench.spec.claim import Claim
     from claimbench.machine.hardware import matches
+    from claimbench.spec.claim import Claim
     from claimbench.spec.yamlsafe import load_document
 
     try:

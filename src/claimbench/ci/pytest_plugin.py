@@ -103,7 +103,14 @@ def pytest_configure(config) -> None:
     raw = config.getoption("claims")
     if not raw:
         return
+    from claimbench.errors import UserError
+    from claimbench.extras import require
     from claimbench.spec.project import find_root
+
+    try:
+        require("run", "pytest --claims")
+    except UserError as e:
+        raise pytest.UsageError(str(e)) from None
 
     missing = [p for p in raw if not Path(p).exists()]
     if missing:
@@ -134,8 +141,8 @@ def pytest_sessionstart(session) -> None:
     if st is None:
         return
     from claimbench.ci.options import require_gpu
-    from claimbench.machine.detect import detect
     from claimbench.errors import UserError
+    from claimbench.machine.detect import detect
     from claimbench.spec.project import load_listing
 
     st.hw = detect(st.root)
@@ -288,7 +295,7 @@ class ClaimItem(pytest.Item):
             _skip(out.reason)
         if st.timing == "report" and status.is_timing:
             self.user_properties.append(("timing", "reported, not gated"))
-            warnings.warn(ClaimTimingWarning(f"{out.claim_id}: {status.value} (reported, not gated): {out.reason}"))
+            warnings.warn(ClaimTimingWarning(f"{out.claim_id}: {status.value} (reported, not gated): {out.reason}"), stacklevel=2)
             return
         raise ClaimFailed(out)
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import time
 
-from claimbench.errors import EXIT_FAILED, EXIT_OK
 from claimbench.commands.publish import add_paths, paths
+from claimbench.errors import EXIT_FAILED, EXIT_OK
 
 
 def register(sub) -> None:

@@ -28,7 +28,7 @@ def run(args) -> int:
     results = Path(args.results) if args.results else root / "results"
     report = ingest(root, sources, results, dry_run=args.dry_run)
     verb = "would ingest" if args.dry_run else "ingested"
-    for src, dest in report.ingested:
+    for _src, dest in report.ingested:
         print(f"{verb} {dest}")
     for p in report.refused:
         print(p, file=sys.stderr)

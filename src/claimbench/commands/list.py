@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from claimbench.errors import EXIT_OK
 from claimbench.commands.check import gather
+from claimbench.errors import EXIT_OK
 
 
 def register(sub) -> None:

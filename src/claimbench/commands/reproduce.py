@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 
 from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
+from claimbench.extras import require
 from claimbench.spec.project import find_root
 
 
@@ -28,9 +29,9 @@ def register(sub) -> None:
 
 def run(args) -> int:
     from claimbench.report.publish import shown_path
-    from claimbench.store.record import load_record
     from claimbench.reproduce import rerun
     from claimbench.store.recipe import recipe
+    from claimbench.store.record import load_record
 
     path = Path(args.record)
     if not path.is_file():
@@ -44,6 +45,7 @@ def run(args) -> int:
         print(f"  {line}")
     t0 = time.monotonic()
     say = None if args.quiet else (lambda msg: print(f"[{time.monotonic() - t0:7.1f}s] {msg}", file=sys.stderr, flush=True))
+    require("run", "claimbench reproduce")
     result = rerun(rec, root, results, timeout_s=args.timeout_s, progress=say)
     for line in result.lines(str(rec.claimed.get("metric", "value"))):
         print(line)

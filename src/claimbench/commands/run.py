@@ -8,6 +8,7 @@ import time
 from pathlib import Path
 
 from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
+from claimbench.extras import require
 from claimbench.gate.policy import discover
 from claimbench.spec.project import find_root
 
@@ -55,6 +56,7 @@ def run(args) -> int:
     paths = discover(args.paths, root)
     if not paths:
         raise UsageError(f"no claim files found in {', '.join(args.paths) or root / 'claims'}")
+    require("run", "claimbench run")
     results = Path(args.results) if args.results else root / "results" / "runs"
     t0 = time.monotonic()
     from claimbench.run.progress import make

@@ -5,8 +5,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from claimbench.spec.claim import json_schema
 from claimbench.errors import EXIT_OK
+from claimbench.spec.claim import json_schema
 from claimbench.spec.project import find_root
 
 

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from claimbench.errors import EXIT_OK
 from claimbench.commands.publish import add_paths, paths
+from claimbench.errors import EXIT_OK
 
 
 def register(sub) -> None:
@@ -18,6 +18,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from claimbench.extras import require
+
+    require("site", "claimbench site")
     from claimbench.report.site import build_site
 
     root, list_path, results = paths(args)

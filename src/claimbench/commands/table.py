@@ -23,6 +23,9 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from claimbench.extras import require
+
+    require("table", "claimbench table")
     from claimbench.report.table import compare, records_table, render
 
     root = find_root(args.root)

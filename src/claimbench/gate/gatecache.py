@@ -15,9 +15,9 @@ import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
+from claimbench.spec.problem import Problem
 from claimbench.store.codeprint import code_fingerprint
 from claimbench.store.jsonio import dumps_json_line, loads_json
-from claimbench.spec.problem import Problem
 
 _CODE = ("claimbench.gate.policy", "claimbench.gate.rules", "claimbench.gate.srcgraph", "claimbench.spec.claim", "claimbench.spec.yamlsafe",
          "claimbench.spec.expr", "claimbench.spec.listing", "claimbench.spec.problem", "claimbench.gate.gatecache",
@@ -38,8 +38,8 @@ def gate_cached(paths: Sequence[str], root: Path, listing, *, sources: Optional[
     """CheckResults for claim files (relative to root), in order. `sources` maps a claim path to
     the source hashes of a current record for it; only those claims are cached. `known`: as
     `policy.gate_all`."""
-    from claimbench.spec.claim import Claim
     from claimbench.gate.policy import _DUPLICATE, CheckResult, gate_all, unique_ids
+    from claimbench.spec.claim import Claim
 
     root = Path(root)
     sources = sources or {}

@@ -16,15 +16,14 @@ from typing import Any, Iterable, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from claimbench.spec import expr
-from claimbench.spec import safetext
-from claimbench.spec.claim import POLICY_FIELDS, Claim
-from claimbench.stats.precision import default_halfwidth
 from claimbench.gate.claimfiles import discover, find_claims  # noqa: F401 (callers find claims through the gate)
-from claimbench.spec.problem import Problem
 from claimbench.gate.rules import check_kernel_source
 from claimbench.gate.srcgraph import impl_refs, parse, split_ref, task_side_rule, top_level_names
+from claimbench.spec import expr, safetext
+from claimbench.spec.claim import POLICY_FIELDS, Claim
+from claimbench.spec.problem import Problem
 from claimbench.spec.yamlsafe import Document, YamlRejected, dotted, load_document
+from claimbench.stats.precision import default_halfwidth
 
 TOLERANCE_CEILINGS = {
     "float64": 1e-10, "float32": 1e-5, "tf32": 1e-3, "float16": 1e-3, "bfloat16": 1.5e-2,

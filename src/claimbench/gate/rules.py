@@ -14,9 +14,9 @@ import ast
 from functools import lru_cache
 from pathlib import Path
 
+from claimbench.gate.srcgraph import closure, module_file, parse, split_ref
 from claimbench.spec.claim import Claim
 from claimbench.spec.problem import Problem
-from claimbench.gate.srcgraph import closure, module_file, parse, split_ref
 
 BANNED_MODULES = {"gc", "ctypes", "inspect", "importlib", "builtins", "cffi", "_ctypes", "claimbench",
                   "subprocess", "multiprocessing", "signal", "pty", "psutil", "traceback", "_thread"}

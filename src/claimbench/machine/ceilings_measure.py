@@ -13,8 +13,17 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Callable, Optional
 
-from claimbench.machine.ceilings import (_MEASURABLE, DEFAULT_DTYPES, MAX_SETS, PASSES, REPS, WIDE_SPREAD, Ceilings, Progress,
-                       canonical)
+from claimbench.machine.ceilings import (
+    _MEASURABLE,
+    DEFAULT_DTYPES,
+    MAX_SETS,
+    PASSES,
+    REPS,
+    WIDE_SPREAD,
+    Ceilings,
+    Progress,
+    canonical,
+)
 
 
 def _timer(fn, device: str) -> Callable[[int], float]:
@@ -236,7 +245,7 @@ def _cpu_matmul_n(dtype: str, target_us: float = 100_000.0) -> int:
     n = 256
     while n < 8192:
         a = torch.randn(n, n).to(getattr(torch, dtype))
-        us = _time_us(lambda: torch.matmul(a, a), "cpu", 1)
+        us = _time_us(lambda a=a: torch.matmul(a, a), "cpu", 1)
         if us >= target_us / 8:
             return max(n, int(n * (target_us / us) ** (1 / 3)) // 64 * 64)
         n *= 2

@@ -22,13 +22,20 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Optional
 
-from claimbench.store.index import Summary, paused_gc, scan_tree
-from claimbench.store.jsonio import loads_json
 from claimbench.spec.listing import Entry, ListError, parse_list, read_region
 from claimbench.spec.problem import Problem
-from claimbench.store.recordcheck import _init, _init_worker, _verify_chunk, fingerprint, summary_from_cache
-from claimbench.store.recordcheck import check_record, check_records  # noqa: F401 (audit's public checks)
 from claimbench.stats.status import Status
+from claimbench.store.index import Summary, paused_gc, scan_tree
+from claimbench.store.jsonio import loads_json
+from claimbench.store.recordcheck import (  # noqa: F401 (audit's public checks)
+    _init,
+    _init_worker,
+    _verify_chunk,
+    check_record,
+    check_records,
+    fingerprint,
+    summary_from_cache,
+)
 
 CACHE_DIR = ".cache"
 _PARALLEL_MIN = 500
@@ -143,7 +150,7 @@ def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty:
 def _check_claim_files(root: Path, list_path: Path) -> Optional[dict]:
     """`gate_file` of every claim file under claims/, run beside the record workers: the claims
     behind the list's numbers are then already checked when the plan needs them."""
-    from claimbench.gate.policy import gate_files, discover
+    from claimbench.gate.policy import discover, gate_files
     from claimbench.report.standing import Hashes
 
     try:

@@ -22,8 +22,8 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from claimbench.errors import UsageError
-from claimbench.store.jsonio import loads_json
 from claimbench.spec.problem import Problem
+from claimbench.store.jsonio import loads_json
 from claimbench.store.record import MIN_PROTOCOL_VERSION, Record, RecordError, parse_record
 
 _COMMIT = re.compile(r"^[0-9a-f]{7,64}$")

@@ -21,14 +21,24 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
-from claimbench.spec.display import dtype_short, format_number
 from claimbench.errors import UserError
-from claimbench.store.index import Summary, read_index
+from claimbench.report.standing import (  # noqa: F401 (re-exported)
+    VERIFIED,
+    ClaimFacts,
+    Hashes,
+    Judgement,
+    claim_ids,
+    is_dirty,
+    judge,
+    not_current,
+    show_order,
+    superseded,
+)
+from claimbench.spec.display import dtype_short, format_number
 from claimbench.spec.listing import Listing, apply, parse_list, read_region
 from claimbench.spec.problem import Problem
 from claimbench.spec.safetext import markdown, plain
-from claimbench.report.standing import (VERIFIED, ClaimFacts, Hashes, Judgement, claim_ids, is_dirty, judge,  # noqa: F401 (re-exported)
-                       not_current, show_order, superseded)
+from claimbench.store.index import Summary, read_index
 
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 

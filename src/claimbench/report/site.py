@@ -14,20 +14,20 @@ list goes through autoescaping and `sitemd.clean`; only http(s) links become lin
 from __future__ import annotations
 
 import re
-from importlib import resources
 import shutil
+from importlib import resources
 from pathlib import Path
 from typing import Optional
 from urllib.parse import quote
 
 from claimbench.gate.gatecache import gate_cached
-from claimbench.store.index import Summary, read_index
-from claimbench.spec.listing import parse_list
 from claimbench.report.publish import plan
-from claimbench.store.record import Record, RecordError, load_record
-from claimbench.report.siteview import claim_view, number_view, roofline_sections
-from claimbench.report.siteplots import number
 from claimbench.report.sitemd import clean, render, safe_url
+from claimbench.report.siteplots import number
+from claimbench.report.siteview import claim_view, number_view, roofline_sections
+from claimbench.spec.listing import parse_list
+from claimbench.store.index import Summary, read_index
+from claimbench.store.record import Record, RecordError, load_record
 
 SAFE_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,99}")
 SAFE_RECORD = re.compile(r"records/[a-z0-9][a-z0-9._-]{0,99}/[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.json")

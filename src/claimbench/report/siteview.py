@@ -13,10 +13,10 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable, Optional
 
+from claimbench.report.siteplots import number
 from claimbench.spec.display import dtype_short, format_value
 from claimbench.store.index import Summary
 from claimbench.store.recipe import recipe
-from claimbench.report.siteplots import number
 
 VERIFIED = "verified"
 

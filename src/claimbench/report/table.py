@@ -11,12 +11,14 @@ from __future__ import annotations
 import fnmatch
 import json
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
-import pandas as pd
-
-from claimbench.store.index import read_index
+from claimbench.extras import load
 from claimbench.spec.safetext import markdown, plain
+from claimbench.store.index import read_index
+
+if TYPE_CHECKING:
+    import pandas as pd
 
 COLUMNS = ["claim", "hardware", "date", "verdict", "metric", "value", "ci_low", "ci_high",
            "commit", "dirty", "mode", "machine", "record"]
@@ -27,6 +29,7 @@ def records_table(results_dir: Path, *, claim: Optional[str] = None, hardware: O
     """One row per readable record, newest first. Filters are globs (`softmax-*`, `*h200*`);
     hardware matches the slug or the display name, case-insensitively. ``shown`` is the results
     folder as the list names it (default: its own name, `results`)."""
+    pd = load("table", "pandas", "claimbench table")
     prefix = (shown if shown is not None else Path(results_dir).name).rstrip("/")
     rows = read_index(Path(results_dir)).good
     if claim:
@@ -62,7 +65,7 @@ def compare(df: pd.DataFrame, hw_a: str, hw_b: str) -> pd.DataFrame:
     sides = []
     for hw in (hw_a, hw_b):
         pat = hw.lower()
-        one = measured[measured["hardware"].map(lambda h: fnmatch.fnmatchcase(h.lower(), pat))]
+        one = measured[measured["hardware"].map(lambda h, pat=pat: fnmatch.fnmatchcase(h.lower(), pat))]
         one = one.sort_values("date", ascending=False).drop_duplicates("claim")
         sides.append(one.set_index("claim")[["metric", "value", "verdict", "date"]])
     a, b = sides
@@ -73,6 +76,7 @@ def compare(df: pd.DataFrame, hw_a: str, hw_b: str) -> pd.DataFrame:
 
 
 def _cell(v) -> str:
+    pd = load("table", "pandas", "claimbench table")
     if v is None or v is pd.NA or (isinstance(v, float) and v != v):
         return ""
     if isinstance(v, pd.Timestamp):

@@ -21,11 +21,11 @@ def show_provenance(root: Path, claim_id: str, *, results_dir: Optional[Path] = 
                     list_path: Optional[Path] = None, allow_dirty: bool = False) -> str:
     """The chain for one claim, as text; records newest first, each with why it counts or not.
     Every string from the claim or a record is made safe for a terminal."""
-    from claimbench.store.index import read_index
     from claimbench.report.publish import plan, shown_path
-    from claimbench.store.record import sha256_file
     from claimbench.report.standing import VERIFIED, Hashes, is_dirty, not_current
     from claimbench.spec.yamlsafe import YamlRejected, load_document
+    from claimbench.store.index import read_index
+    from claimbench.store.record import sha256_file
 
     root = Path(root)
     results_dir = Path(results_dir) if results_dir else root / "results"

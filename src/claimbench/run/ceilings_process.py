@@ -11,6 +11,7 @@ import time
 from pathlib import Path
 from typing import Callable
 
+
 def run_ceilings(hardware: dict, dtypes: list[str], cache: Path, *, env_extra: dict, timeout_s: float = 600.0,
                  progress: Callable[[str], None] = lambda line: None) -> dict:
     """`python -m claimbench.machine.ceilings`, its progress lines passed on as they come."""

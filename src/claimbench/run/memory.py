@@ -15,8 +15,8 @@ from typing import Optional
 
 import numpy as np
 
-from claimbench.verify import codec
 from claimbench.run import messages as m
+from claimbench.verify import codec
 
 _libc = ctypes.CDLL(None, use_errno=True)
 MAX_READ_BYTES = 16 << 30

@@ -13,7 +13,6 @@ import time
 from pathlib import Path
 from typing import Callable, Optional
 
-from claimbench.run.protocol import TimingConfig, measure_pair
 from claimbench.run import census
 from claimbench.run import messages as m
 from claimbench.run.channel import ChannelClosed, ChannelTimeout, ProtocolError
@@ -21,6 +20,7 @@ from claimbench.run.coordinate import Solo
 from claimbench.run.job import ClaimRun, Job
 from claimbench.run.memory import ReadError
 from claimbench.run.processes import ForkServer
+from claimbench.run.protocol import TimingConfig, measure_pair
 from claimbench.run.session import ClaimEnded, ClaimSession
 from claimbench.run.timed import Rechecks, RemoteTimer
 from claimbench.run.trials import run_trials, seed_check

@@ -19,10 +19,10 @@ from pathlib import Path
 from claimbench.run.coordinate import Ranks
 from claimbench.run.job import ClaimRun, job_from_dict
 from claimbench.run.orchestrate import orchestrate
-from claimbench.run.ranked import merge_correctness, tagged, topology
-from claimbench.run.servers import server_env
 from claimbench.run.processes import ForkServer
+from claimbench.run.ranked import merge_correctness, tagged, topology
 from claimbench.run.sandbox import choose
+from claimbench.run.servers import server_env
 
 
 def main(argv: list[str]) -> int:

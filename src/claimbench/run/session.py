@@ -15,12 +15,12 @@ from typing import Optional
 
 import numpy as np
 
-from claimbench.verify import codec
 from claimbench.run import census
 from claimbench.run import messages as m
 from claimbench.run.channel import SideFailed
 from claimbench.run.memory import OwnedBuffer, map_readonly, read_buffer, read_remote
 from claimbench.run.processes import ForkServer, SideProcess
+from claimbench.verify import codec
 
 
 class ClaimEnded(Exception):

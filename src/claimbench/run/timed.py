@@ -21,12 +21,12 @@ from typing import Any, Optional
 
 import numpy as np
 
-from claimbench.run.protocol import Sample
-from claimbench.verify import accuracy, codec
 from claimbench.run import census
 from claimbench.run import messages as m
 from claimbench.run.coordinate import Solo
+from claimbench.run.protocol import Sample
 from claimbench.run.session import ClaimEnded, ClaimSession, InputSet
+from claimbench.verify import accuracy, codec
 
 _NOW = time.perf_counter_ns
 NULL_CALLS = 31
@@ -264,7 +264,7 @@ class Rechecks:
 
     def _shape(self) -> dict:
         out = {}
-        for role, pids in self.s.members().items():
+        for _role, pids in self.s.members().items():
             for pid, shape in census.shape(pids).items():
                 out[pid] = shape
         return out

@@ -12,10 +12,10 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from claimbench.verify import accuracy, nullmodels
 from claimbench.run import messages as m
 from claimbench.run.ranked import tagged
 from claimbench.run.session import ClaimEnded, ClaimSession, InputSet
+from claimbench.verify import accuracy, nullmodels
 
 
 def shapes(claim, measured: bool) -> list[dict]:

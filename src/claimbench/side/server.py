@@ -31,13 +31,14 @@ def main(argv: list[str]) -> int:
     ctl_fd = int(argv[1])
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the orchestrator gone: so are we
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
-    import torch  # noqa: F401  (the point of this process: imported once, before any fork)
     import importlib.util
+
+    import torch  # noqa: F401  (the point of this process: imported once, before any fork)
     if importlib.util.find_spec("triton") is not None:
         import triton  # noqa: F401
     from claimbench.run import messages as m
     from claimbench.run.channel import Channel, ChannelClosed
-    from claimbench.side import caller, main as side_main, task  # noqa: F401  (preloaded for the forks)
+    from claimbench.side import caller, task  # noqa: F401  (preloaded for the forks)
 
     ctl = Channel(socket.socket(fileno=ctl_fd), "orchestrator")
     ctl.send(m.Ready(pid=os.getpid(), versions={"torch": torch.__version__}))

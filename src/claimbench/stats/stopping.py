@@ -25,8 +25,8 @@ class PrecisionStop:
     last_fraction: Optional[float] = field(default=None)
 
     def __call__(self, acc: dict) -> Optional[str]:
-        from claimbench.stats.resample import Samples
         from claimbench.stats.precision import max_halfwidth, precision_reached
+        from claimbench.stats.resample import Samples
 
         k, b = acc["kernel"], acc["baseline"]
         rounds = len(set(k.rounds))

@@ -28,11 +28,18 @@ from pathlib import Path
 from typing import Any, Iterable, NamedTuple, Optional
 
 from claimbench.spec.display import machine_name, short_name
+from claimbench.store.claimcopy import copy_digest_of
 from claimbench.store.jsonio import dumps_json_line, loads_json
 from claimbench.store.provenance import MAX_DIRTY_FILES, relevant_changes
-from claimbench.store.claimcopy import copy_digest_of
-from claimbench.store.record import (RECORD_NAME, TEMP_NAME, Record, RecordError, normalized_utc, parse_record,
-                     read_record_bytes)
+from claimbench.store.record import (
+    RECORD_NAME,
+    TEMP_NAME,
+    Record,
+    RecordError,
+    normalized_utc,
+    parse_record,
+    read_record_bytes,
+)
 
 INDEX_NAME = "index.jsonl"
 INDEX_VERSION = 4
@@ -316,7 +323,7 @@ def read_index(results: Path, *, repair: bool = True, workers: int = 2) -> Index
                 moved.append((rel, full, st))
                 continue
         todo.append(rel)
-    for (rel, full, st), sha in zip(moved, _map(_sha_of, [m[1] for m in moved], workers)):
+    for (rel, _full, st), sha in zip(moved, _map(_sha_of, [m[1] for m in moved], workers)):
         if sha == known[rel].sha256:
             keep[rel] = known[rel]._replace(mtime_ns=st.st_mtime_ns)
         else:

@@ -11,7 +11,9 @@ import json
 from typing import Any, Optional
 
 try:
-    from orjson import OPT_SORT_KEYS, dumps as _fast_dumps, loads as _fast_loads
+    from orjson import OPT_SORT_KEYS
+    from orjson import dumps as _fast_dumps
+    from orjson import loads as _fast_loads
 except ImportError:  # pragma: no cover - orjson is a dependency, but records stay readable without it
     _fast_dumps = _fast_loads = None
     OPT_SORT_KEYS = 0

@@ -17,7 +17,6 @@ import subprocess
 from pathlib import Path
 from typing import Iterable, Optional
 
-
 DEPENDS_PREFIXES = ("src/claimbench/", "results/records/")  # claimbench itself; committed evidence
 NEVER_DIRTY = re.compile(r"^(LIST\.md|(.*/)?\.LIST\.md\.[^/]*\.tmp)$")
 MAX_DIRTY_FILES = 500  # more than this and the record keeps only the flag

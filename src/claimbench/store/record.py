@@ -26,11 +26,19 @@ from typing import Any, Optional
 from pydantic import BaseModel, ConfigDict, Field
 
 from claimbench.errors import UserError
-from claimbench.store.jsonio import loads_json
 from claimbench.stats.precision import evidence_fields
-from claimbench.store.recordwrite import (RECORD_NAME, TEMP_NAME, RecordWriteError, check_writable,  # noqa: F401 (the runner's names)
-                          keep_unwritable, record_json, record_path, write_record)
 from claimbench.stats.verdict import Evidence, Samples
+from claimbench.store.jsonio import loads_json
+from claimbench.store.recordwrite import (  # noqa: F401 (the runner's names)
+    RECORD_NAME,
+    TEMP_NAME,
+    RecordWriteError,
+    check_writable,
+    keep_unwritable,
+    record_json,
+    record_path,
+    write_record,
+)
 
 SCHEMA_VERSION = 3  # 3: hardware_spec and workload copied from the claim; samples last
 # 2: per-sample perturbation, CPU calls timed alone from 50 us; 3: pinned host allocator;

@@ -16,11 +16,11 @@ from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Iterable, Optional
 
+from claimbench.stats.status import Status
 from claimbench.store.codeprint import code_fingerprint
 from claimbench.store.index import Summary, paused_gc, read_summary
 from claimbench.store.jsonio import canonical_json, dumps_json_line, loads_json
 from claimbench.store.record import Record, RecordError, read_record_bytes
-from claimbench.stats.status import Status
 
 REL_TOL = 1e-9
 _KNOWN: frozenset = frozenset()
