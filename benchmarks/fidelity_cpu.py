@@ -27,7 +27,7 @@ def cpu_claims() -> list[Path]:
 
 def outside_median_us(claim: Path, results: Path) -> tuple[float, dict]:
     proc = subprocess.run([sys.executable, "-m", "claimbench", "--root", str(ROOT), "run", str(claim),
-                           "--results", str(results), "--json", "--quiet", "--max-time-s", "3"],
+                           "--results", str(results), "--format", "json", "--quiet", "--max-time-s", "3"],
                           capture_output=True, text=True)
     rows = json.loads(proc.stdout or "[]")
     rec = json.loads(Path(rows[0]["record"]).read_text())

@@ -34,7 +34,7 @@ def run_once(claim: Path, results: Path) -> tuple[float, dict]:
     root = ROOT if claim.is_relative_to(ROOT / "claims") else ROOT / "tests/fixtures"
     t0 = time.perf_counter()
     proc = subprocess.run([sys.executable, "-m", "claimbench", "--root", str(root), "run", str(claim),
-                           "--results", str(results), "--json", "--quiet", "--max-time-s", "2"],
+                           "--results", str(results), "--format", "json", "--quiet", "--max-time-s", "2"],
                           capture_output=True, text=True)
     wall = time.perf_counter() - t0
     rows = json.loads(proc.stdout or "[]")

@@ -33,7 +33,7 @@ def cpu_claims() -> list[Path]:
 
 def run_once(claim: Path, results: Path, extra: list[str]) -> tuple[dict, object]:
     cmd = [sys.executable, "-m", "claimbench", "--root", str(ROOT), "run", str(claim), "--results", str(results),
-           "--json", "--quiet", "--timing", "report", *extra]
+           "--format", "json", "--quiet", "--timing", "report", *extra]
     with LoadMeter() as meter:
         proc = subprocess.run(cmd, capture_output=True, text=True)
     rows = json.loads(proc.stdout or "[]") if proc.stdout.strip().startswith("[") else []

@@ -1,16 +1,30 @@
 #!/usr/bin/env bash
-# Create .venv and install claimbench with its test tools, on a fresh machine.
+# Create .venv and install claimbench with the extras named (default: test, which brings run, site
+# and table too). `./scripts/bootstrap.sh run` is what the main job needs; with no torch in an
+# extra (e.g. `./scripts/bootstrap.sh core`), torch is not installed at all.
 # Torch is heavy: on a machine without a GPU, install its CPU build first. Set TORCH_SPEC to
 # choose (default: torch==2.13.0, whose CPU wheel is on this project's CI machines); elsewhere use
 # e.g. TORCH_SPEC="torch --index-url https://download.pytorch.org/whl/cpu".
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
+EXTRAS=${*:-test}
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
-if ! .venv/bin/python -c "import torch" 2>/dev/null; then
+spec="."
+wants_torch=0
+for extra in $EXTRAS; do
+  case "$extra" in
+    core) ;;
+    run|test|cuda) wants_torch=1; spec="$spec,$extra" ;;
+    *) spec="$spec,$extra" ;;
+  esac
+done
+spec=${spec/.,/.[}
+[ "$spec" = "." ] || spec="$spec]"
+if [ "$wants_torch" = 1 ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
   # shellcheck disable=SC2086
   .venv/bin/python -m pip install -q ${TORCH_SPEC:-torch==2.13.0}
 fi
-.venv/bin/python -m pip install -q -e '.[test]'
+.venv/bin/python -m pip install -q -e "$spec"

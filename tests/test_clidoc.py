@@ -30,6 +30,8 @@ def test_every_command_and_option_has_help():
     for name, (help_text, p) in subcommands(parser).items():
         assert help_text, name
         for a in p._actions:
+            if type(a).__name__.startswith("_Deprecated"):  # an old spelling, hidden until it goes
+                continue
             assert a.help and a.help != argparse.SUPPRESS, f"{name} {a.option_strings or a.dest}: no help text"
     assert set(subcommands(parser)) <= set(EXIT_CODES), "give the new command its exit codes in clidoc.EXIT_CODES"
 

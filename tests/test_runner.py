@@ -100,7 +100,7 @@ def test_inside_bwrap_the_project_is_read_only(project, hw):
 def test_run_cli_table_and_exit_codes(project, capsys):
     from claimbench.cli import main
     code = main(["--root", str(project), "run", str(project / "claims/wrong"), "--results",
-                 str(project / "results"), "--json", "--quiet"])
+                 str(project / "results"), "--format", "json", "--quiet"])
     rows = json.loads(capsys.readouterr().out)
     assert code == 1 and rows[0]["status"] == "incorrect"
     assert main(["--root", str(project), "run", str(project / "nope")]) == 2

@@ -35,10 +35,10 @@ def claim_budget(per_s: float, device: str = "cuda") -> ClaimBudget:
 
 def run_claim(ctx: Ctx, claim: Path, results: Path, budget: ClaimBudget, *, root: Optional[Path] = None,
               log: Optional[Path] = None) -> dict:
-    """One `claimbench run --json`; returns its outcome dict, or an error outcome explaining why not."""
+    """One `claimbench run --format json`; returns its outcome dict, or an error outcome explaining why not."""
     root = Path(root or ctx.root)
     cmd = [ctx.python, "-m", "claimbench", "--root", str(root), "run", str(claim), "--results", str(results),
-           "--json", "--timeout-s", str(budget.timeout_s), "--max-time-s", str(budget.max_time_s),
+           "--format", "json", "--timeout-s", str(budget.timeout_s), "--max-time-s", str(budget.max_time_s),
            "--warmup-s", str(budget.warmup_s)]
     p = run_cmd(cmd, timeout_s=budget.hard_s, cwd=root, log=log)
     got = parse_outcomes(p.out)
@@ -50,7 +50,7 @@ def run_claim(ctx: Ctx, claim: Path, results: Path, budget: ClaimBudget, *, root
 
 
 def parse_outcomes(stdout: str) -> list[dict]:
-    """The JSON list `claimbench run --json` prints last; tolerant of stray lines before it."""
+    """The JSON list `claimbench run --format json` prints last; tolerant of stray lines before it."""
     text = stdout.strip()
     for start in [0] + [i for i in range(len(text)) if text.startswith("[", i) and (i == 0 or text[i - 1] == "\n")]:
         try:

@@ -67,7 +67,7 @@ def table(parser: argparse.ArgumentParser) -> str:
     rows = ["| command | what it does; options | exit |", "|---|---|---|"]
     for name, (help_text, p) in subcommands(parser).items():
         opts = [f"`{_invocation(a)}`" for a in p._actions
-                if a.option_strings and not isinstance(a, argparse._HelpAction)]
+                if a.option_strings and not isinstance(a, argparse._HelpAction) and a.help != argparse.SUPPRESS]
         what = help_text + (f"; {', '.join(opts)}" if opts else "")
         codes = "; ".join(f"{c} {why}" for c, why in EXIT_CODES.get(name, ()))
         usage = f"claimbench {name} {_positionals(p)}".strip()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import argparse
 import json
 import sys
 import time
@@ -13,13 +14,23 @@ from claimbench.gate.policy import discover
 from claimbench.spec.project import find_root
 
 
+class _DeprecatedJson(argparse.Action):
+    """`--json`, the spelling before every command took `--format`; works until 0.3, and says so."""
+
+    def __call__(self, parser, namespace, values, option_string=None):
+        print("claimbench: --json is deprecated, use --format json", file=sys.stderr)
+        namespace.format = "json"
+
+
 def register(sub) -> None:
     p = sub.add_parser("run", help="run claims: verify, time, decide, and write result records")
     p.add_argument("paths", nargs="*", help="claim files or folders (default: claims/)")
     p.add_argument("--results", default=None, metavar="DIR",
                    help="results folder (default: results/runs/, git-ignored; `claimbench ingest` copies "
                         "good records into the committed results/records/)")
-    p.add_argument("--json", action="store_true", help="print the outcomes as JSON")
+    p.add_argument("--format", choices=("text", "json"), default="text",
+                   help="text: the outcomes as a table; json: as a JSON list")
+    p.add_argument("--json", nargs=0, action=_DeprecatedJson, help=argparse.SUPPRESS)
     p.add_argument("--repeat", type=int, default=1, help="N separate processes per claim, combined into one CI")
     p.add_argument("--hot", action="store_true", help="CUDA: time back-to-back calls without L2 flush (a labelled number)")
     p.add_argument("--timeout-s", type=float, default=900.0, help="per-claim time limit (default 900)")
@@ -79,7 +90,7 @@ def run(args) -> int:
     if getattr(args, "summary", None):
         from claimbench.ci.summary import write_summary
         write_summary(Path(args.summary), hw, outcomes)
-    if args.json:
+    if args.format == "json":
         json.dump([{"claim": o.claim_id, "status": o.status.value, "reason": o.reason, "value": o.value,
                     "ci": [o.ci_low, o.ci_high], "metric": o.metric, "claimed": o.claimed_value,
                     "hardware": o.hardware, "record": str(o.record_path) if o.record_path else None} for o in outcomes],

@@ -23,7 +23,7 @@ from claimbench.run.launch import Nodes, launch
 from claimbench.run.ranked import merge_correctness, tagged
 from claimbench.run.seeds import draw_seeds
 
-DIST = Path(__file__).resolve().parent / "fixtures" / "distributed"  # its own root: claims/, kernels/, LIST.md
+DIST = Path(__file__).resolve().parents[1] / "fixtures" / "distributed"  # its own root: claims/, kernels/, LIST.md
 GLOO_CLAIM = DIST / "claims" / "allreduce-gloo.yaml"
 FAST = {"warmup_s": 0.05, "max_time_s": 0.5, "min_samples": 10}
 

@@ -12,7 +12,7 @@ from claimbench.spec.claim import Claim
 from claimbench.spec.listing import parse_list
 from claimbench.spec.yamlsafe import load_document
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 SPLIT = FIXTURES / "kernels" / "split"
 
 

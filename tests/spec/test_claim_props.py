@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 from claimbench.gate.policy import gate_file
 from claimbench.spec.listing import parse_list
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 VALID = FIXTURES / "claims" / "valid" / "softmax-cpu.yaml"
 BASE = yaml.safe_load(VALID.read_text(encoding="utf-8"))
 LISTING = parse_list((FIXTURES / "LIST.md").read_text(encoding="utf-8"), "LIST.md")

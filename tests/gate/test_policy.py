@@ -12,7 +12,7 @@ import pytest
 from claimbench.gate.policy import discover, gate_all, gate_file
 from claimbench.spec.listing import parse_list
 
-FIXTURES = Path(__file__).resolve().parent / "fixtures"
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 VALID = FIXTURES / "claims" / "valid" / "softmax-cpu.yaml"
 INVALID = FIXTURES / "claims" / "invalid"
 PWNED = Path("/tmp/pwned")
@@ -276,7 +276,7 @@ def test_hostile_fixture_is_one_located_problem(name, listing):
 def _cli_check(*args):
     return subprocess.run([sys.executable, "-m", "claimbench", "--root", str(FIXTURES), "check", *map(str, args)],
                           capture_output=True, text=True, timeout=120,
-                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[1] / "src")})
+                          env={**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2] / "src")})
 
 
 def test_check_survives_hostile_claims_from_the_command_line():

@@ -19,10 +19,10 @@ from claimbench.spec.listing import (
     render_line,
 )
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 LIST_MD = ROOT / "LIST.md"
 UPSTREAM = Path(os.environ.get("CLAIMBENCH_UPSTREAM_LIST") or "/nonexistent")  # a copy of the upstream list, if you have one
-SHAPE = Path(__file__).resolve().parent / "fixtures" / "lists" / "upstream_shape.md"
+SHAPE = Path(__file__).resolve().parents[1] / "fixtures" / "lists" / "upstream_shape.md"
 
 SMALL = """# Title
 

@@ -9,7 +9,7 @@ from claimbench.ci.options import add_ci_options, select, select_for_ci
 from claimbench.errors import UserError
 from claimbench.machine.hardware import CpuInfo, GpuInfo, Hardware, Software
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 DIST = ROOT / "tests" / "fixtures" / "distributed"
 SW = Software("3.11", None, None, None, None, None, None, None)
 CPU = Hardware("cpu", (), CpuInfo("Fake CPU", 2, 2, None, None), SW)

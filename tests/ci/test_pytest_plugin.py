@@ -14,7 +14,7 @@ from claimbench.stats.status import Status
 
 pytest_plugins = ["pytester"]
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
 SW = Software("3.11", "2.13", None, None, None, "0.1", "abc123", False)
 CPU_HW = Hardware("cpu", (), CpuInfo("Fake CPU", 2, 2, None, None), SW)
 GPU = GpuInfo(0, "NVIDIA H200", None, "9.0", 132, None, None, "570.1", "12.8",

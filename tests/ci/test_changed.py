@@ -9,7 +9,7 @@ import pytest
 from claimbench.ci.changed import changed_claims
 from claimbench.errors import UsageError
 
-FIX = Path(__file__).resolve().parent / "fixtures"
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
 
 CLAIM = """id: {id}
 title: t

@@ -208,8 +208,8 @@ def test_dry_run_writes_nothing(tree):
 
 
 @pytest.mark.parametrize("source, shown", [
-    (Path(__file__).resolve().parents[1] / "LIST.md", 6),  # the project's own list
-    (Path(__file__).resolve().parent / "fixtures" / "lists" / "upstream_shape.md", 2),  # plain text, • bullets
+    (Path(__file__).resolve().parents[2] / "LIST.md", 6),  # the project's own list
+    (Path(__file__).resolve().parents[1] / "fixtures" / "lists" / "upstream_shape.md", 2),  # plain text, • bullets
 ])
 def test_other_list_shapes(tree, source, shown):
     root, _ = tree

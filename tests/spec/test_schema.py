@@ -10,7 +10,7 @@ import yaml
 
 from claimbench.spec.claim import json_schema
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 COMMITTED = ROOT / "schema" / "claim.schema.json"
 VALID = ROOT / "tests" / "fixtures" / "claims" / "valid" / "softmax-cpu.yaml"
 
