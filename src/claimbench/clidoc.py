@@ -59,6 +59,7 @@ def _positionals(p: argparse.ArgumentParser) -> str:
         if a.option_strings or isinstance(a, argparse._SubParsersAction):
             continue
         name = a.metavar or a.dest.upper()
+        name = " ".join(name) if isinstance(name, tuple) else name  # argparse's own rendering of a tuple
         out.append(f"[{name}...]" if a.nargs == "*" else f"[{name}]" if a.nargs == "?" else name)
     return " ".join(out)
 

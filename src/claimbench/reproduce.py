@@ -36,7 +36,7 @@ class Comparison:
     @property
     def overlap(self) -> Optional[bool]:
         (a, b), (c, d) = self.old_ci, self.new_ci
-        if None in (a, b, c, d):
+        if a is None or b is None or c is None or d is None:
             return None
         return a <= d and c <= b
 

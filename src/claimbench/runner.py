@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional, cast
 
 from claimbench import __version__
 from claimbench.gate.policy import gate_file
@@ -30,6 +30,7 @@ from claimbench.store.record import (
     PROTOCOL_VERSION,
     Record,
     RecordWriteError,
+    SideTiming,
     check_writable,
     claim_copy,
     keep_unwritable,
@@ -110,6 +111,7 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
         cid = checked.claim.id if checked.claim else Path(claim_path).stem
         return Outcome(cid, Path(claim_path), Status.REJECTED, f"policy: {first}" if first else "policy", hardware=hw.name)
     claim = checked.claim
+    assert claim is not None  # checked.ok
     ok, why = matches(claim.hardware, hw)
     if not ok and opts.hardware_only:
         return Outcome(claim.id, Path(claim_path), Status.SKIPPED, why, hardware=hw.name,
@@ -265,7 +267,7 @@ def _blockers(hw: Hardware, ok: bool, device: str, timing: dict, bracket: Option
         taken = ((bracket or {}).get(side) or {}).get("samples", 0)
         if taken and unresolved > 0.02 * taken:
             out.append(f"the orchestrator's clock could not resolve the {side}'s calls: {unresolved} of {taken} samples "
-                       f"were no longer than a null call ({(bracket.get('null_us') or {}).get(side, 0):.0f} us); a "
+                       f"were no longer than a null call ({((bracket or {}).get('null_us') or {}).get(side, 0):.0f} us); a "
                        "quieter machine or a larger workload gives it something to measure")
     n = ((timing.get("calls_per_block") or {}).get("kernel") or 1)
     if ok and timing.get("mode") == "cpu" and n > 1:
@@ -275,7 +277,7 @@ def _blockers(hw: Hardware, ok: bool, device: str, timing: dict, bracket: Option
 
 
 def _side(results: list[dict], side: str) -> dict:
-    out = {"samples_us": [], "rounds": [], "processes": [], "dropped_us": []}
+    out: dict[str, Any] = {"samples_us": [], "rounds": [], "processes": [], "dropped_us": []}
     meds = []
     for i, res in enumerate(results):
         t = ((res.get("timing") or {}).get(side)) or {}
@@ -288,9 +290,9 @@ def _side(results: list[dict], side: str) -> dict:
             meds.append(t["median_us"])
     if out["samples_us"]:
         import numpy as np
-        xs = np.asarray(out["samples_us"])
-        out["median_us"] = float(np.median(xs))
-        out["iqr_us"] = float(np.percentile(xs, 75) - np.percentile(xs, 25))
+        kept = np.asarray(out["samples_us"])
+        out["median_us"] = float(np.median(kept))
+        out["iqr_us"] = float(np.percentile(kept, 75) - np.percentile(kept, 25))
     return out
 
 
@@ -359,6 +361,7 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
         blockers=list(ev.blockers), mode=("measured-hot" if timing.get("mode") == "hot" else "measured") if ok else "correctness-only",
         **claim_copy(claim), flops=flops, bytes=nbytes,
         tensor_bytes=tensor_bytes, protocol=protocol, correctness=corr, rejections=rejections,
-        outcome=outcome, outcome_reason=outcome_reason, kernel=k, baseline=b, throttled_majority=throttled,
+        outcome=outcome, outcome_reason=outcome_reason, throttled_majority=throttled,
+        kernel=cast(SideTiming, k), baseline=cast(SideTiming, b),  # dicts: pydantic validates them
         ceilings=ceil, floor_us=floor, floor_term=term, verdict=v.status.value, reason=v.reason,
         value=v.value, ci_low=v.ci_low, ci_high=v.ci_high, published_value=v.published_value)

@@ -53,7 +53,7 @@ class Scaffold:
 
     def render(self, template: str) -> str:
         d = _DEVICE[self.device]
-        text = resources.files("claimbench").joinpath("templates", "new", template).read_text(encoding="utf-8")
+        text = resources.files("claimbench").joinpath("templates").joinpath("new").joinpath(template).read_text(encoding="utf-8")
         return Template(text).substitute(
             claim_id=self.claim_id, mechanism=self.mechanism, device=self.device, entry=_yaml_text(self.entry),
             models=d["models"], rows=d["rows"], cols=d["cols"], claim_reason=d["claim_reason"],
@@ -126,8 +126,8 @@ def write(root: Path, sc: Scaffold) -> list[Path]:
         folder = root / "kernels" / sc.mechanism
         if folder.is_dir() and not any(p for p in folder.iterdir() if p.name != "__pycache__"):
             for p in folder.glob("__pycache__"):
-                for f in p.iterdir():
-                    f.unlink()
+                for pyc in p.iterdir():
+                    pyc.unlink()
                 p.rmdir()
             folder.rmdir()
         raise

@@ -279,6 +279,7 @@ class ClaimItem(pytest.Item):
         from claimbench import runner
 
         st = _state(self.config)
+        assert st is not None  # claim items are collected only while the plugin is on
         st.ran += 1
         opts = runner.RunOptions(results=st.results, timeout_s=st.timeout_s, hardware_only=st.hardware_only,
                                  timing={k: v for k, v in st.run_timing.items() if v is not None})

@@ -14,7 +14,7 @@ def register(sub) -> None:
 
 def run(args) -> int:
     _, results = gather(args)
-    rows = [("id", "entry", "hardware", "precision", "metric", "value", "policy")]
+    rows: list[tuple[str, ...]] = [("id", "entry", "hardware", "precision", "metric", "value", "policy")]
     for r in results:
         c = r.claim
         if c is None:

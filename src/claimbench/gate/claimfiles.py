@@ -53,17 +53,17 @@ def _walk(top: Path) -> tuple[list[Path], list[Problem]]:
         except OSError as e:
             problems.append(Problem(folder, 1, "file", f"cannot list the folder: {e.strerror or e}"))
             continue
-        for e in entries:
-            if e.is_dir(follow_symlinks=False):
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
                 if depth + 1 > MAX_FOLDER_DEPTH:
-                    deep.append(e.path)
+                    deep.append(entry.path)
                 else:
-                    stack.append((e.path, depth + 1))
-            elif e.name.endswith((".yaml", ".yml")):
-                if _is_file(e):  # a symlink to a file is read; a loop or a dangling link is not a file
-                    files.append(Path(e.path))
-                elif e.is_symlink():
-                    problems.append(_bad_link(Path(e.path)))
+                    stack.append((entry.path, depth + 1))
+            elif entry.name.endswith((".yaml", ".yml")):
+                if _is_file(entry):  # a symlink to a file is read; a loop or a dangling link is not a file
+                    files.append(Path(entry.path))
+                elif entry.is_symlink():
+                    problems.append(_bad_link(Path(entry.path)))
     if deep:
         problems.append(Problem(deep[0], 1, "file", f"folders nested deeper than {MAX_FOLDER_DEPTH} levels under "
                                 f"{top} ({len(deep)} such folder{'s' if len(deep) != 1 else ''}); claims are not "

@@ -12,7 +12,7 @@ import multiprocessing as mp
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Iterable, Iterator, Optional
 
 from pydantic import BaseModel, ValidationError
 
@@ -288,17 +288,17 @@ PARALLEL_FROM = 400  # below this, starting workers costs more than it saves
 
 
 def gate_all(paths: Iterable[Path], root: Path, listing=None, *,
-                known: Optional[dict] = None) -> list[CheckResult]:
+                known: Optional[dict[str, CheckResult]] = None) -> list[CheckResult]:
     """Check many files, then the rule that needs them all: ids are unique.
 
     ``known`` maps a path string to its `gate_file` result from earlier in this command (audit
     checks the claim files while it reads records); those files are not checked again."""
     paths = [Path(p) for p in paths]
     if known:
-        results = [known.get(str(p)) for p in paths]
-        rest = [p for p, r in zip(paths, results) if r is None]
-        fresh = iter(gate_all(rest, root, listing)) if rest else iter(())
-        return unique_ids([r if r is not None else next(fresh) for r in results])
+        cached = [known.get(str(p)) for p in paths]
+        rest = [p for p, r in zip(paths, cached) if r is None]
+        fresh: Iterator[CheckResult] = iter(gate_all(rest, root, listing)) if rest else iter(())
+        return unique_ids([r if r is not None else next(fresh) for r in cached])
     workers = min(os.cpu_count() or 1, 8)
     if len(paths) >= PARALLEL_FROM and workers > 1 and "fork" in mp.get_all_start_methods():
         chunks = [paths[i::workers] for i in range(workers)]

@@ -13,6 +13,7 @@ from __future__ import annotations
 import ast
 from functools import lru_cache
 from pathlib import Path
+from typing import Optional, Union, cast
 
 from claimbench.gate.srcgraph import closure, module_file, parse, split_ref
 from claimbench.spec.claim import Claim
@@ -114,7 +115,8 @@ def _fn_info(path: Path, mtime_ns: int, name: str):
     node = funcs.get(name)
     if node is None:
         return None
-    refs, local, imported = [], [], []
+    refs: list[tuple[str, int, str, Union[bool, str, None]]] = []
+    local, imported = [], []
     for sub in ast.walk(node):
         if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
             refs.append(("str", sub.lineno, sub.value, False))
@@ -160,7 +162,7 @@ def _module_facts(path: Path, mtime_ns: int) -> tuple:
             mods = [node.module.split(".")[0]]
         for m in mods:
             if m in BANNED_MODULES:
-                out.append(("fixed", node.lineno, f"imports `{m}`, which can reach the harness, the interpreter or other "
+                out.append(("fixed", cast(ast.stmt, node).lineno, f"imports `{m}`, which can reach the harness, the interpreter or other "
                             "processes; kernels may not use it", None))
         if isinstance(node, ast.ImportFrom) and node.module == "os":
             for a in node.names:
@@ -187,7 +189,7 @@ def _module_facts(path: Path, mtime_ns: int) -> tuple:
             targets = [node.target]
         for t in targets:
             if isinstance(t, ast.Attribute):
-                out.append(("assign", node.lineno, dotted(t.value, al) or "", t.attr))
+                out.append(("assign", cast(ast.stmt, node).lineno, dotted(t.value, al) or "", t.attr))
         if isinstance(node, ast.Global):
             out.append(("global", node.lineno, tuple(node.names), None))
     return tuple(out)
@@ -209,7 +211,7 @@ def check_kernel_source(root: Path, claim: Claim, claim_path: str = "") -> list[
     Many claims share a kernel file, so the answer is memoized on what it depends on: the refs,
     the forbidden names, and the entry files' modification times."""
     refs = (claim.kernel.impl, claim.kernel.prepare, claim.baseline.impl)
-    stamps = []
+    stamps: list[Optional[int]] = []
     for ref in refs:
         if ref:
             try:

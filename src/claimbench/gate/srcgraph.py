@@ -151,10 +151,11 @@ def _import_lines(root: Path, path: Path, mtime_ns: int) -> tuple[tuple[Path, in
     me = path.resolve()
     out: list[tuple[Path, int]] = []
     for node in ast.walk(tree):
-        names: list[str] = []
+        if not isinstance(node, (ast.Import, ast.ImportFrom)):
+            continue
         if isinstance(node, ast.Import):
             names = [a.name for a in node.names]
-        elif isinstance(node, ast.ImportFrom):
+        else:
             if node.level:
                 parent = pkg[: len(pkg) - node.level + 1]
                 mod = ".".join(parent + ((node.module,) if node.module else ()))

@@ -221,10 +221,12 @@ def measure_ceilings(device: str, dtypes: Optional[tuple[str, ...]] = None, *, k
         if mine:
             top = max(mine, key=lambda k: best[k])  # the best size: a ceiling must not sit low
             rates[dt], out_spread[dt] = best[top], spread[top]
-    if device == "cpu" and rates.get("float32"):
+    f32 = rates.get("float32")
+    if device == "cpu" and f32:
         for dt in ("bfloat16", "float16"):
-            if rates.get(dt):  # bf16 dot instructions do twice fp32's work per lane; torch may not use them
-                rates[dt] = max(rates[dt], 2 * rates["float32"])
+            half = rates.get(dt)
+            if half:  # bf16 dot instructions do twice fp32's work per lane; torch may not use them
+                rates[dt] = max(half, 2 * f32)
     details.update(passes=values, sets=sets,
                    unsettled=sorted(k for k, v in out_spread.items() if v > WIDE_SPREAD))
     say("done: " + ", ".join([f"bandwidth {gbps:.4g} GB/s"] * bandwidth + [

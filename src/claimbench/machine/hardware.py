@@ -183,4 +183,6 @@ def blockers(hw: Hardware, indices: Optional[Iterable[int]] = None) -> list[str]
 
 def is_throttled(reasons: Optional[int]) -> bool:
     """True when an NVML clock-event bitmask shows real throttling (see THROTTLE_MASK)."""
-    return bool(reasons) and bool(int(reasons) & THROTTLE_MASK)
+    if not reasons:
+        return False
+    return bool(int(reasons) & THROTTLE_MASK)

@@ -56,7 +56,8 @@ def audit_records(results: Path, *, workers: int = 2, cache: bool = True, side: 
     paths = scan_tree(results)[0] if paths is None else paths
     chunks = [paths[i:i + _CHUNK] for i in range(0, len(paths), _CHUNK)]
     side_result = None
-    out, lines = [], {}
+    out: list[tuple[Summary, list]] = []
+    lines: dict[str, str] = {}  # sha256 -> cache line
     if workers > 1 and len(paths) >= _PARALLEL_MIN:
         with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(frozenset(cached),)) as pool, paused_gc():
             pending = pool.submit(side) if side is not None else None
@@ -89,7 +90,7 @@ def _collect(rows, cached, out: list, lines: dict) -> None:
 
 def _load_cache(path: Path) -> dict:
     """sha256 -> (summary fields, problems, the line itself)."""
-    out = {}
+    out: dict[str, tuple[dict, list, str]] = {}
     try:
         lines = path.read_bytes().splitlines()
     except OSError:

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Iterable, Optional, Union
 
 from claimbench.errors import UsageError
 from claimbench.spec.problem import Problem
@@ -70,11 +70,11 @@ def ingest(root: Path, sources: Iterable[Path], results: Path, *, dry_run: bool 
     root, results = Path(root), Path(results)
     _require_git(root)
     report = IngestReport()
-    candidates = []
+    candidates: list[_Candidate] = []
     for path in find_records(sources):
-        cand, problem = _read(path)
-        if problem is not None:
-            report.refused.append(problem)
+        cand = _read(path)
+        if isinstance(cand, Problem):
+            report.refused.append(cand)
         elif (problem := _static(cand)) is not None:
             report.refused.append(problem)
         else:
@@ -115,17 +115,17 @@ def _one_line(text: str) -> str:
     return " ".join("".join(ch if ch.isprintable() else " " for ch in str(text)).split())
 
 
-def _read(path: Path) -> tuple[Optional[_Candidate], Optional[Problem]]:
+def _read(path: Path) -> Union[_Candidate, Problem]:
     try:
         raw = path.read_bytes()
         rec = parse_record(loads_json(raw), str(path))
     except OSError as e:
-        return None, _refuse(path, "file", f"cannot read: {e.strerror or e}")
+        return _refuse(path, "file", f"cannot read: {e.strerror or e}")
     except ValueError as e:
-        return None, _refuse(path, "record", f"not valid JSON: {e}")
+        return _refuse(path, "record", f"not valid JSON: {e}")
     except RecordError as e:
-        return None, _refuse(path, "record", str(e).removeprefix(f"{path}: "))
-    return _Candidate(path, raw, rec), None
+        return _refuse(path, "record", str(e).removeprefix(f"{path}: "))
+    return _Candidate(path, raw, rec)
 
 
 def _static(c: _Candidate) -> Optional[Problem]:
@@ -161,6 +161,7 @@ def _wanted(cands: list[_Candidate]) -> list[str]:
 
 def _against_commit(c: _Candidate, blobs: dict[str, Optional[bytes]]) -> Optional[Problem]:
     rec, commit = c.rec, c.rec.git_commit
+    assert commit is not None  # _static refused records without one
     if blobs.get(f"{commit}^{{commit}}") is None:
         return _refuse(c.source, "git_commit", f"commit {commit} is not in this repository; fetch it "
                        f"(git fetch origin {commit}) or ingest from a clone that has it")
@@ -194,7 +195,8 @@ def _git_blobs(root: Path, specs: list[str]) -> dict[str, Optional[bytes]]:
                           capture_output=True, timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(f"git cat-file failed: {proc.stderr.decode(errors='replace').strip()}")
-    out, at = {}, 0
+    out: dict[str, Optional[bytes]] = {}
+    at = 0
     data = proc.stdout
     for spec in specs:
         end = data.index(b"\n", at)

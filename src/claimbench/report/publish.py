@@ -35,7 +35,7 @@ from claimbench.report.standing import (  # noqa: F401 (re-exported)
     superseded,
 )
 from claimbench.spec.display import dtype_short, format_number
-from claimbench.spec.listing import Listing, apply, parse_list, read_region
+from claimbench.spec.listing import Entry, Listing, apply, parse_list, read_region
 from claimbench.spec.problem import Problem
 from claimbench.spec.safetext import markdown, plain
 from claimbench.store.index import Summary, read_index
@@ -207,9 +207,10 @@ def _entry_line(listing: Listing, checked: dict) -> Callable[[Summary], Optional
 
 def _attach(root, list_path, results_dir, listing: Listing, winners, removed, why_not, checked):
     """Tie each winning record to its entry through its claim, which must still pass check."""
-    numbers, problems = [], []
+    numbers = []
+    problems: list[Problem] = []
     prefix = Path(os.path.relpath(results_dir.resolve(), list_path.resolve().parent)).as_posix()
-    entries: dict[str, object] = {}  # claim file -> its entry; Listing.find scans every entry
+    entries: dict[str, Entry] = {}  # claim file -> its entry; Listing.find scans every entry
     for s in winners:
         r = checked[s.claim_path]
         if not r.ok or r.claim is None or r.claim.id != s.claim_id:
@@ -252,6 +253,7 @@ def _finish(list_path, text, listing, numbers, removed, summaries, problems, j: 
         if old != ((entry.key, content) if content is not None else None):
             updates[entry.line] = (entry.key, content)
             if content is None:
+                assert old is not None  # it differs from no region
                 cleared.append((entry.key, old[1]))
             else:
                 still = {n.claim_id for n in ns}
@@ -299,7 +301,7 @@ _TEMP = re.compile(r"^\.(?P<list>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]+\.tmp$|^\.(?P<o
 def clean_temps(list_path: Path, age_s: float = 600.0) -> list[Path]:
     """Remove temp files a killed publish left beside the list: those of a process that is gone,
     and any older than ten minutes (a publish writes its temp file and renames it within ms)."""
-    gone = []
+    gone: list[Path] = []
     try:
         entries = list(os.scandir(list_path.parent))
     except OSError:

@@ -122,7 +122,7 @@ def build_site(root: Path, out_dir: Path, *, list_path: Optional[Path] = None,
     (out / "rooflines.html").write_text(env.get_template("rooflines.html").render(
         depth=0, title="Rooflines", sections=sections, any_measured=bool(measured)), encoding="utf-8")
     _index(env, out, listing, text, numbers, checked, links)
-    (out / "style.css").write_bytes(resources.files("claimbench").joinpath("templates", "style.css").read_bytes())
+    (out / "style.css").write_bytes(resources.files("claimbench").joinpath("templates").joinpath("style.css").read_bytes())
     return out / "index.html"
 
 

@@ -103,6 +103,7 @@ def blocks(text: str, heading_lines: dict[int, tuple[int, str]]) -> list[_Block]
             if line.strip().startswith(fence):
                 fence, cur = "", None
             else:
+                assert cur is not None  # the code block the fence opened
                 cur.lines.append(line)
             continue
         m = _FENCE.match(line)
@@ -137,10 +138,10 @@ def render(text: str, heading_lines: dict[int, tuple[int, str]], extras: Callabl
     if skip_first_heading and bs and bs[0].kind == "heading":
         bs = bs[1:]
     _mark_kept(bs)
-    anchors = frozenset(b.heading.id for b in bs if b.kind == "heading" and b.heading.keep)
+    anchors = frozenset(b.heading.id for b in bs if b.heading is not None and b.heading.keep)
     html = []
     for b in bs:
-        if b.kind == "heading":
+        if b.heading is not None:  # the heading blocks, and only they, carry one
             if b.heading.keep:
                 h = min(6, max(2, b.heading.level))
                 html.append(Markup('<h{0} id="{1}">{2}</h{0}>').format(h, b.heading.id, inline(b.heading.text, anchors)))
@@ -153,7 +154,7 @@ def render(text: str, heading_lines: dict[int, tuple[int, str]], extras: Callabl
             html.append(Markup("<p>{}</p>").format(inline(" ".join(ln.strip() for _, ln in b.lines), anchors)))
         else:
             html.append(_list(b.lines, anchors, extras))
-    return [b.heading for b in bs if b.kind == "heading" and b.heading.keep], Markup("\n").join(html)
+    return [b.heading for b in bs if b.heading is not None and b.heading.keep], Markup("\n").join(html)
 
 
 def _mark_kept(bs: list[_Block]) -> None:
@@ -161,7 +162,7 @@ def _mark_kept(bs: list[_Block]) -> None:
     level or above."""
     open_: list[Heading] = []
     for b in bs:
-        if b.kind == "heading":
+        if b.heading is not None:
             while open_ and open_[-1].level >= b.heading.level:
                 open_.pop()
             open_.append(b.heading)

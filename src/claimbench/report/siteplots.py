@@ -67,7 +67,9 @@ def history(series: dict[str, list[tuple[datetime, float, float, float, bool]]],
         x = [p[0] for p in pts]
         y = [p[1] for p in pts]
         err = [[max(0.0, p[1] - p[2]) for p in pts], [max(0.0, p[3] - p[1]) for p in pts]]
-        line = ax.errorbar(x, y, yerr=err, marker="o", ms=4, capsize=2, lw=1, label=name, mfc="white")
+        # matplotlib plots datetimes through its units registry; its stubs take numbers only
+        line = ax.errorbar(x, y, yerr=err, marker="o", ms=4, capsize=2, lw=1, label=name,  # type: ignore[arg-type]
+                           mfc="white")
         ver = [(p[0], p[1]) for p in pts if p[4]]
         if ver:
             ax.plot(*zip(*ver), "o", ms=5, color=line[0].get_color())

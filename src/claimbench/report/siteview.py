@@ -11,7 +11,7 @@ import re
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from claimbench.report.siteplots import number
 from claimbench.spec.display import dtype_short, format_value
@@ -54,7 +54,7 @@ def machine(hw: dict) -> str:
     if hw.get("device") == "cuda" and gpus:
         name = re.sub(r"^NVIDIA\s+", "", str(gpus[0].get("name") or hw.get("name") or "GPU"))
         return f"{len(gpus)} x {name}" if len(gpus) > 1 else name
-    cpu = hw.get("cpu") if isinstance(hw.get("cpu"), dict) else {}
+    cpu = got if isinstance(got := hw.get("cpu"), dict) else {}
     model = str(cpu.get("model") or hw.get("name") or "CPU")
     used = cpu.get("threads_used") or cpu.get("cores")
     return f"{model} ({used} cores)" if used else model
@@ -62,7 +62,9 @@ def machine(hw: dict) -> str:
 
 def number_view(n, s: Optional[Summary], rec, claim) -> NumberView:
     metric = s.metric if s else ""
-    value = float(s.published_value if s and s.published_value is not None else (s.value if s else 0.0))
+    shown = s.published_value if s and s.published_value is not None else (s.value if s else 0.0)
+    assert shown is not None  # numbers are published from verified records, which have a value
+    value = float(shown)
     return NumberView(
         n.claim_id, n.entry_key, n.entry_line,
         format_value(metric, value, s.floor_term if s else ""),
@@ -85,7 +87,7 @@ def claim_view(cid: str, checked, recs: list[Summary], numbers: list[NumberView]
     latest: dict[str, Summary] = {}
     for s in measured:
         latest.setdefault(s.hardware, s)  # recs are newest first
-    view = {"cid": cid, "claim": c, "ok": checked is not None and checked.ok,
+    view: dict[str, Any] = {"cid": cid, "claim": c, "ok": checked is not None and checked.ok,
             "problems": [str(p) for p in (checked.problems if checked is not None else [])],
             "numbers": [(n, links.record(n.record, 1)) for n in numbers],
             "removed": removed, "history": None, "samples": None, "trials": [], "reproduce": []}
@@ -125,7 +127,7 @@ def claim_view(cid: str, checked, recs: list[Summary], numbers: list[NumberView]
     return view
 
 
-def _trials(r) -> list[tuple[str, str, bool, str]]:
+def _trials(r) -> list[tuple[str, str, bool, str, str]]:
     rows = []
     for i, t in enumerate(r.correctness.get("trials") or []):
         if isinstance(t, dict):
@@ -146,7 +148,8 @@ def roofline_sections(measured: list[Summary], record: Callable, out: Path, clai
         latest: dict[str, Summary] = {}
         for s in sorted((s for s in measured if s.hardware == hw), key=lambda s: (s.created_utc, s.path), reverse=True):
             latest.setdefault(s.claim_id, s)
-        points, bars, why_not, ceilings, name = [], [], [], {}, hw
+        points, bars, why_not, name = [], [], [], hw
+        ceilings: dict = {}
         for cid, s in sorted(latest.items()):
             r = record(s.path)
             if r is None:

@@ -121,8 +121,8 @@ def show_record(path: Path) -> str:
     r = load_record(Path(path))
     hw = r.hardware
     c = r.correctness
-    sw = hw.get("software") if isinstance(hw.get("software"), dict) else {}
-    cpu = hw.get("cpu") if isinstance(hw.get("cpu"), dict) else {}
+    sw = got if isinstance(got := hw.get("software"), dict) else {}
+    cpu = got if isinstance(got := hw.get("cpu"), dict) else {}
     out = [f"record {path}",
            f"  claim      {r.claim_id} ({r.claim_path}, sha256 {r.claim_sha256[:12]}); "
            f"schema {r.schema_version}, protocol {r.protocol_version}, harness {r.harness_version}",

@@ -18,6 +18,7 @@ def run_ceilings(hardware: dict, dtypes: list[str], cache: Path, *, env_extra: d
     env = {**os.environ, **env_extra}
     proc = subprocess.Popen([sys.executable, "-m", "claimbench.machine.ceilings"], stdin=subprocess.PIPE,
                             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    assert proc.stdin is not None and proc.stdout is not None and proc.stderr is not None  # all three are PIPEs
     proc.stdin.write(json.dumps({"hardware": hardware, "dtypes": dtypes, "cache": str(cache)}))
     proc.stdin.close()
     last = ""

@@ -14,13 +14,14 @@ import select
 import socket
 import struct
 import time
-from typing import Optional
+from typing import Optional, TypeVar
 
 from claimbench.run import messages as m
 
 MAX_FRAME_BYTES = 4 << 20
 MAX_FDS = 64
 _HEADER = struct.Struct(">I")
+_Reply = TypeVar("_Reply")
 
 
 class ChannelClosed(Exception):
@@ -71,8 +72,8 @@ class Channel:
             _close_all(fds)
             raise
 
-    def request(self, msg: m.Message, expect: type, *, fds: tuple[int, ...] = (),
-                timeout_s: Optional[float] = None) -> tuple[m.Message, list[int]]:
+    def request(self, msg: m.Message, expect: type[_Reply], *, fds: tuple[int, ...] = (),
+                timeout_s: Optional[float] = None) -> tuple[_Reply, list[int]]:
         """Send, then receive one reply of type ``expect`` (a `Failed` reply is raised as SideFailed)."""
         self.send(msg, fds)
         reply, got = self.recv(timeout_s)
@@ -85,7 +86,8 @@ class Channel:
         return reply, got
 
     def _read(self, n: int, deadline: Optional[float], *, want_fds: bool) -> tuple[bytes, list[int]]:
-        buf, fds = bytearray(), []
+        buf = bytearray()
+        fds: list[int] = []
         while len(buf) < n:
             if deadline is not None:
                 left = deadline - time.monotonic()

@@ -7,11 +7,11 @@ reads the bytes of outputs itself wherever it can.
 
 from __future__ import annotations
 
-from typing import Annotated, Literal, Optional, Union
+from typing import Annotated, Any, Final, Literal, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-WIRE_VERSION = 1
+WIRE_VERSION: Final = 1
 Role = Literal["task", "kernel", "baseline"]
 Scalar = Union[bool, int, float, str, None]
 ShortText = Annotated[str, Field(max_length=20_000)]
@@ -308,5 +308,5 @@ def parse(body: bytes):
     try:
         return _ADAPTER.validate_json(body)
     except ValidationError as e:
-        first = e.errors()[0] if e.errors() else {}
+        first: Mapping[str, Any] = e.errors()[0] if e.errors() else {}
         raise ProtocolError(f"malformed message: {first.get('loc')}: {first.get('msg')}") from None

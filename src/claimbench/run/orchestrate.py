@@ -25,7 +25,7 @@ from claimbench.run.session import ClaimEnded, ClaimSession
 from claimbench.run.timed import Rechecks, RemoteTimer
 from claimbench.run.trials import run_trials, seed_check
 
-ROLES = ("task", "kernel", "baseline")
+ROLES: tuple[m.Role, ...] = ("task", "kernel", "baseline")
 
 
 def refs_for(claim, role: str) -> dict[str, str]:

@@ -64,7 +64,7 @@ class ForkServer:
     def alive(self) -> bool:
         return self.proc.poll() is None
 
-    def spawn(self, role: str, env: dict, log_fd: int, max_memory_bytes: Optional[int],
+    def spawn(self, role: m.Role, env: dict, log_fd: int, max_memory_bytes: Optional[int],
               timeout_s: float = 60.0) -> "SideProcess":
         self.wait_ready()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)

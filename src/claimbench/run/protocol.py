@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Optional, Protocol
+from typing import Any, Callable, Optional, Protocol, TypeVar
 
 from claimbench.machine.hardware import is_throttled
 
@@ -57,16 +57,21 @@ class Sample:
     calls: int = 1
 
 
-class Timer(Protocol):
+# What a timer calls for a side: a function in-process, a side's name for the orchestrator's RemoteTimer.
+_Fn = TypeVar("_Fn")
+_Fn_contra = TypeVar("_Fn_contra", contravariant=True)
+
+
+class Timer(Protocol[_Fn_contra]):
     name: str                      # "cuda-event" | "perf_counter_ns"
     mode: str                      # "cold" | "hot" | "cpu"
     flush_bytes: Optional[int]
     l2_reset: Optional[bool]
     calls_per_block: dict[str, int]
 
-    def call(self, fn: Callable[[], Any]) -> Any: ...            # untimed, completed call
-    def calibrate(self, side: str, fn: Callable[[], Any]) -> int: ...  # returns calls made
-    def sample(self, side: str, fn: Callable[[], Any]) -> Sample: ...
+    def call(self, fn: _Fn_contra) -> Any: ...            # untimed, completed call
+    def calibrate(self, side: str, fn: _Fn_contra) -> int: ...  # returns calls made
+    def sample(self, side: str, fn: _Fn_contra) -> Sample: ...
 
 
 class CpuTimer:
@@ -214,8 +219,9 @@ def _stop_reason(acc: dict[str, _Side], cfg: TimingConfig, elapsed_s: float,
             if why:
                 return why
         rses = [rse_of_median(a.kept) for a in acc.values()]
-        if enough is None and all(r is not None and r < cfg.target_rse for r in rses):
-            return f"rse {max(rses) * 100:.2f}% < {cfg.target_rse * 100:g}%"
+        known = [r for r in rses if r is not None]
+        if enough is None and len(known) == len(rses) and all(r < cfg.target_rse for r in known):
+            return f"rse {max(known) * 100:.2f}% < {cfg.target_rse * 100:g}%"
     if any(a.taken >= cfg.max_samples for a in acc.values()):
         return "max samples"
     if elapsed_s >= cfg.max_time_s:
@@ -223,7 +229,7 @@ def _stop_reason(acc: dict[str, _Side], cfg: TimingConfig, elapsed_s: float,
     return None
 
 
-def measure_pair(kernel: Callable[[], Any], baseline: Callable[[], Any], timer: Timer,
+def measure_pair(kernel: _Fn, baseline: _Fn, timer: Timer[_Fn],
                  config: TimingConfig, *, hooks: Any = None,
                  progress: Optional[Callable[[str, str], None]] = None,
                  clock: Callable[[], float] = _MONOTONIC,

@@ -8,10 +8,10 @@ and whether they talk over NVLink or PCIe (NVML's P2P status between every pair)
 from __future__ import annotations
 
 from itertools import zip_longest
-from typing import Any
+from typing import Any, Sequence
 
 
-def merge_correctness(per_rank: list[dict], device: str, dtype: str, rejections: list[str] = ()) -> dict:
+def merge_correctness(per_rank: list[dict], device: str, dtype: str, rejections: Sequence[str] = ()) -> dict:
     """One correctness block from every rank's: a trial passes only if it passed on all ranks."""
     trials = []
     for rows in zip_longest(*[c.get("trials", []) for c in per_rank]):

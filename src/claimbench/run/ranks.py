@@ -74,7 +74,7 @@ def merge(runs: list[dict], job, nodes: int, sandbox: str) -> dict:
     rejections = tagged([list(r.get("rejections") or []) for r in runs])
     first["rejections"] = rejections
     first["correctness"] = merge_correctness(corrs, job.device, job.dtype, rejections)
-    checks = [r.get("timed_checks") for r in runs if r.get("timed_checks")]
+    checks = [r["timed_checks"] for r in runs if r.get("timed_checks")]
     if checks:
         first["timed_checks"] = {"checked": sum(c["checked"] for c in checks), "failed": sum(c["failed"] for c in checks),
                                  "perturbed": sum(c.get("perturbed", 0) for c in checks), "ranks": checks}

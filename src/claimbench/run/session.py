@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -111,7 +111,7 @@ class ClaimSession:
                 os.close(fd)
         return InputSet(reply.set_id, list(reply.items), raw)
 
-    def reference(self, inputs: InputSet, edits: list[m.Edit] = ()) -> list[np.ndarray]:
+    def reference(self, inputs: InputSet, edits: Sequence[m.Edit] = ()) -> list[np.ndarray]:
         reply, fds = self.exchange("task", m.Reference(set_id=inputs.set_id, edits=list(edits)), m.Arrays)
         try:
             out = []
@@ -136,6 +136,7 @@ class ClaimSession:
         for it, raw in zip(inputs.items, inputs.raw):
             if isinstance(it, m.TensorItem):
                 b = OwnedBuffer(it.nbytes)
+                assert raw is not None          # make_inputs maps every tensor item's bytes
                 b.view[:] = raw
                 items.append(m.TensorItem(dtype=it.dtype, shape=it.shape, nbytes=it.nbytes,
                                           fd=sum(x is not None for x in buffers)))

@@ -17,7 +17,7 @@ import random
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Optional
+from typing import Any, Literal, Optional
 
 import numpy as np
 
@@ -114,7 +114,7 @@ class RemoteTimer:
 
     def _null(self, side: str) -> float:
         if side not in self.nulls:
-            timed = "cpu" if self.device == "cpu" else "cuda"
+            timed: Literal["cpu", "cuda"] = "cpu" if self.device == "cpu" else "cuda"
             self.nulls[side] = [self._exchange(side, m.Call(null=True, timed=timed))[1] for _ in range(NULL_CALLS)]
             self._summarize_nulls(side)
         return self.bracket.null_us[side]
@@ -151,7 +151,7 @@ class RemoteTimer:
     def sample(self, side: str, fn: Any, record: bool = True) -> Sample:
         n = self.calls_per_block.get(side, 1)
         edits = self.hooks.take_edits(side) if self.hooks is not None and self.device != "cpu" else []
-        timed = "cpu" if self.device == "cpu" else "cuda"
+        timed: Literal["cpu", "cuda"] = "cpu" if self.device == "cpu" else "cuda"
         if self.device == "cpu" and record and side in self.nulls:
             self._refresh_null(side)  # before the sample: after it, its output must stay for the reads
         self.coord.barrier()  # every rank's sample starts together: a collective waits for its slowest rank
@@ -204,7 +204,7 @@ class Rechecks:
         self.inputs: Optional[InputSet] = None
         self.edits: list[m.Edit] = []
         self.pending: dict[str, list[m.Edit]] = {"kernel": [], "baseline": []}
-        self.candidates: list[tuple[np.ndarray, list[m.Edit], list[m.Buffer]]] = []
+        self.candidates: list[tuple[list[np.ndarray], list[m.Edit], list[m.Buffer]]] = []
         self.checked = 0
         self.failures: list[str] = []
         self.perturbed = 0
@@ -289,12 +289,15 @@ class Rechecks:
             size = codec.itemsize(it.dtype)
             idx = self.rng.randrange(raw.size // size)
             kbuf = self.s.operands["kernel"].buffers[i]
+            assert kbuf is not None  # give() made a buffer for every tensor item
             old = codec.from_bytes(kbuf.view[idx * size:(idx + 1) * size], it.dtype, [1])[0]
             new = codec.encode_element(-old - 1.0 if np.isfinite(old) else 1.0, it.dtype)
             edit = m.Edit(operand=i, index=idx, raw=new.hex())
             if self.device == "cpu":  # our own pages: the side takes no part
                 for role in ("kernel", "baseline"):
-                    self.s.operands[role].buffers[i].view[idx * size:(idx + 1) * size] = np.frombuffer(new, np.uint8)
+                    rbuf = self.s.operands[role].buffers[i]
+                    assert rbuf is not None
+                    rbuf.view[idx * size:(idx + 1) * size] = np.frombuffer(new, np.uint8)
             else:
                 self.pending["kernel"].append(edit)
                 self.pending["baseline"].append(edit)

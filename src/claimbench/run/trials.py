@@ -79,6 +79,7 @@ def _trial(s: ClaimSession, claim, device: str, dtype: str, params: dict, seed: 
     out_dtypes = [b.dtype for b in called.outputs]
     after = _operand_bytes(s, "kernel") if before is not None else None
     if before is not None:
+        assert after is not None
         mutated = any(x is not None and y is not None and x.tobytes() != y.tobytes() for x, y in zip(before, after))
     else:
         mutated = any(b is not None and r is not None and b.view.tobytes() != r.tobytes()

@@ -77,7 +77,7 @@ class CallerSide:
     def _operands(self, msg: m.Operands, fds: list[int]) -> m.Prepared:
         self._release()
         self.mapped = []
-        ins = []
+        ins: list[Any] = []  # tensors and plain scalars, as the claim's code takes them
         for item in msg.items:
             if isinstance(item, m.ScalarItem):
                 self.mapped.append(None)
@@ -130,6 +130,7 @@ class CallerSide:
         problems: list[str] = []
         event_us = reasons = clock = None
         if msg.timed == "cuda":
+            assert self.timer is not None  # the orchestrator times on CUDA only after sending a TimerSpec
             self.timer.calls_per_block[self.role] = msg.n
             s = self.timer.sample(self.role, lambda: call_claim_code(self.key, fn, ops, {}))
             out, event_us, reasons, clock = s.out, s.us, s.throttle_reasons, s.sm_clock_mhz

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import traceback
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any, Callable, Literal
 
 import torch
 
@@ -19,7 +19,8 @@ import torch
 class ClaimCodeError(Exception):
     """Claim code raised, or returned something the harness refuses; `verdict` says which."""
 
-    def __init__(self, key: str, message: str, *, tb: str = "", verdict: str = "error") -> None:
+    def __init__(self, key: str, message: str, *, tb: str = "",
+                 verdict: Literal["error", "incorrect", "rejected"] = "error") -> None:  # as messages.Failed has it
         super().__init__(message)
         self.key, self.message, self.tb, self.verdict = key, message, tb, verdict
 

@@ -8,6 +8,8 @@ its events, is caught within a calibrated bound.
 
 from __future__ import annotations
 
+from typing import Any
+
 from claimbench.run import messages as m
 
 
@@ -15,7 +17,7 @@ def make_timer(spec: m.TimerSpec):
     from claimbench.machine.detect import Nvml
     from claimbench.side.cuda_timer import CudaEventTimer
 
-    kw = {"nvml": Nvml.open(), "max_sm_clock_mhz": spec.max_sm_clock_mhz}
+    kw: dict[str, Any] = {"nvml": Nvml.open(), "max_sm_clock_mhz": spec.max_sm_clock_mhz}
     if spec.nvml_index is not None:
         kw["nvml_index"] = spec.nvml_index
     return CudaEventTimer(l2_bytes=spec.l2_bytes, hot=spec.hot, flush_bytes=spec.flush_bytes,

@@ -115,6 +115,7 @@ class CudaEventTimer:
                 self._reset()
             except Exception:
                 self._reset, self.l2_reset = None, False
+        assert self._buf is not None  # allocated in cold mode, the only one that flushes
         self._buf.zero_()
 
     def _timed(self, side: str, fn: Callable[[], Any], n: int) -> tuple[float, Any]:
@@ -241,7 +242,8 @@ def profile_activities(fn: Callable[[], Any], *, marker_us: float = 20.0,
         torch.cuda.synchronize()
     del out
     event_us = start.elapsed_time(end) * 1000.0
-    work, markers = [], []
+    work: list[tuple[int, float, float]] = []
+    markers: list[tuple[int, float, float]] = []
     for e in prof.events():
         if e.device_type != DeviceType.CUDA:
             continue

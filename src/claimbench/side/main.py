@@ -11,7 +11,7 @@ import os
 import socket
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, Optional
 
 from claimbench.run import messages as m
 from claimbench.run.channel import Channel, ChannelClosed
@@ -101,7 +101,7 @@ def _join_group(spec: m.DistSpec, device: str) -> None:
     import torch
     import torch.distributed as dist
 
-    kw = {}
+    kw: dict[str, Any] = {}
     if device == "cuda":
         torch.cuda.set_device(spec.local_rank)
         kw["device_id"] = torch.device("cuda", spec.local_rank)
@@ -112,7 +112,7 @@ def _join_group(spec: m.DistSpec, device: str) -> None:
 
 
 def _versions() -> dict:
-    out = {"python": sys.version.split()[0]}
+    out: dict[str, Optional[str]] = {"python": sys.version.split()[0]}
     for name in ("torch", "triton", "numpy"):
         mod = sys.modules.get(name)
         out[name] = getattr(mod, "__version__", None) if mod else None

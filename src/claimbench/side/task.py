@@ -65,6 +65,7 @@ class TaskSide:
         if self.reference is not None:
             out = call_claim_code("correctness.reference", self.reference, ins, {})
         else:
+            assert self.baseline is not None  # loaded whenever there is no reference
             ops = call_claim_code("baseline.prepare", self.bprep, ins, {}) if self.bprep else ins
             ops = ops if type(ops) in (tuple, list) else (ops,)
             ops = tuple(o.to(torch.float64) if isinstance(o, torch.Tensor) and o.is_floating_point() else o for o in ops)
@@ -75,7 +76,8 @@ class TaskSide:
         return self._pack(host, None)
 
     def _pack(self, items: tuple, set_id: Optional[int]) -> tuple[m.Message, list[int]]:
-        fds, out = [], []
+        fds: list[int] = []
+        out: list[m.TensorItem | m.ScalarItem] = []
         try:
             for x in items:
                 if isinstance(x, torch.Tensor):

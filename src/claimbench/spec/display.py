@@ -80,7 +80,7 @@ def machine_name(hw: dict, protocol: Optional[dict] = None) -> str:
     if hw.get("device") == "cuda" and gpus and isinstance(gpus[0], dict) and gpus[0].get("name"):
         name = short_name(str(gpus[0]["name"]))
         return f"{len(gpus)}× {name}" if len(gpus) > 1 else name
-    cpu = hw.get("cpu") if isinstance(hw.get("cpu"), dict) else {}
+    cpu = got if isinstance(got := hw.get("cpu"), dict) else {}
     name = short_name(str(cpu.get("model") or hw.get("name") or hw.get("slug") or "unknown"))
     used = (protocol or {}).get("torch_threads")
     if not _count(used):

@@ -141,7 +141,7 @@ class Listing:
 
     def _suggest(self, want: str) -> list[str]:
         name = want.rpartition(" > ")[2]
-        by_fold = {}
+        by_fold: dict[str, list[Entry]] = {}
         for e in self.entries:
             by_fold.setdefault(e.name.casefold(), []).append(e)
         out: list[str] = []
@@ -181,7 +181,8 @@ def parse_list(text: str, path: str = "LIST.md") -> Listing:
     top: dict[int, int] = {}
     for _, indent, _, s, _, _ in items:
         top[s] = min(indent, top.get(s, indent))
-    entries, seen = [], {}
+    entries: list[Entry] = []
+    seen: dict[tuple, int] = {}
     for i, indent, body, s, toc, hpath in items:
         if toc or indent != top[s]:
             continue

@@ -89,7 +89,7 @@ def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES) -> l
                 keys = np.intersect1d(kkeys, bkeys, assume_unique=True)
                 kvals, bvals = kvals[np.searchsorted(kkeys, keys)], bvals[np.searchsorted(bkeys, keys)]
         kmed = _median(sorted(kvals.tolist())) if len(keys) else math.nan
-        bmed = _median(sorted(bvals.tolist())) if paired and len(keys) else math.nan
+        bmed = _median(sorted(bvals.tolist())) if bvals is not None and len(keys) else math.nan
         value = metric_value(rq.metric, kmed, bmed, rq.flops, rq.nbytes, rq.floor_us)
         out[i] = (value, math.nan, math.nan)
         if len(keys) < MIN_ROUNDS:
@@ -115,8 +115,8 @@ def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES) -> l
         per_batch = max(1, _BATCH_BYTES // (2 * tally.size * tally.itemsize))
         for start in range(0, len(members), per_batch):
             batch = members[start:start + per_batch]
-            rows = [v for _, kv, bv in batch for v in ((kv,) if bv is None else (kv, bv))]
-            medians = _resampled_medians(np.stack(rows), tally, ndraws)
+            arrays = [v for _, kv, bv in batch for v in ((kv,) if bv is None else (kv, bv))]
+            medians = _resampled_medians(np.stack(arrays), tally, ndraws)
             at = 0
             stats = []
             for i, _, bv in batch:
@@ -244,16 +244,21 @@ def round_medians(side: Samples) -> tuple[np.ndarray, np.ndarray]:
 
 def round_medians_many(sides: Sequence[Samples]) -> list[tuple[np.ndarray, np.ndarray]]:
     """``round_medians`` of many sides with one sort: each (side, process, round) is a group."""
-    xs, ps, rs, sizes = [], [], [], []
+    xs: list[float] = []
+    ps: list[int] = []
+    rs: list[int] = []
+    sizes = []
     for side in sides:
         if not (len(side.samples_us) == len(side.rounds) == len(side.processes)):
             raise ValueError("samples_us, rounds and processes differ in length")
-        xs.extend(side.samples_us), ps.extend(side.processes), rs.extend(side.rounds)
+        xs.extend(side.samples_us)
+        ps.extend(side.processes)
+        rs.extend(side.rounds)
         sizes.append(len(side.samples_us))
     empty = (np.zeros(0, dtype=np.int64), np.zeros(0))
     if not xs:
         return [empty for _ in sides]
-    x = np.array(xs, dtype=float)
+    x = np.array(xs, dtype=np.float64)
     procs, rounds = np.array(ps, dtype=np.int64), np.array(rs, dtype=np.int64)
     if min(procs.min(), rounds.min()) < 0 or max(procs.max(), rounds.max()) >= 1 << 31:
         raise ValueError("round and process indices must lie in [0, 2**31)")

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import asdict, dataclass, field
-from typing import Optional, Sequence
+from typing import Any, Optional, Sequence
 
 from claimbench.stats import precision
 from claimbench.stats.resample import MIN_ROUNDS, Request, Samples, bootstrap_ci, bootstrap_many, median, metric_value
@@ -81,11 +81,15 @@ def decide_many(evs: Sequence[Evidence]) -> list[Verdict]:
     """``decide`` for each piece of evidence, with the bootstrap CIs computed together."""
     out: list = [_before_timing(ev) for ev in evs]
     pending = [i for i, v in enumerate(out) if v is None]
-    cis = bootstrap_many([Request(evs[i].metric, evs[i].kernel, evs[i].baseline or Samples((), (), ()),
-                                  evs[i].flops, evs[i].bytes, evs[i].floor_us) for i in pending])
+    cis = bootstrap_many([_request(evs[i]) for i in pending])
     for i, ci in zip(pending, cis):
         out[i] = _from_timing(evs[i], *ci)
     return out
+
+
+def _request(ev: Evidence) -> Request:
+    assert ev.kernel is not None  # _before_timing decided every claim without kernel samples
+    return Request(ev.metric, ev.kernel, ev.baseline or Samples((), (), ()), ev.flops, ev.bytes, ev.floor_us)
 
 
 def _before_timing(ev: Evidence) -> Optional[Verdict]:
@@ -128,7 +132,7 @@ def _from_timing(ev: Evidence, value: float, low: float, high: float) -> Verdict
     shown = f"{ev.metric} {value:.4g} [95% CI {low:.4g}, {high:.4g}] vs claimed {ev.claimed_value:g} (threshold {threshold:.4g})"
     ok = low >= threshold if up else high <= threshold
     bad = high < threshold if up else low > threshold
-    v = dict(value=value, ci_low=low, ci_high=high)
+    v: dict[str, Any] = dict(value=value, ci_low=low, ci_high=high)
     if ev.throttled_majority:
         return Verdict(Status.INCONCLUSIVE, f"most samples were dropped for throttling; {shown}", **v)
     blockers = list(ev.blockers)

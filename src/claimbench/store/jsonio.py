@@ -15,7 +15,7 @@ try:
     from orjson import dumps as _fast_dumps
     from orjson import loads as _fast_loads
 except ImportError:  # pragma: no cover - orjson is a dependency, but records stay readable without it
-    _fast_dumps = _fast_loads = None
+    _fast_dumps = _fast_loads = None  # type: ignore[assignment]  # checked for None before each use
     OPT_SORT_KEYS = 0
 
 

@@ -37,7 +37,7 @@ def tree_changes(root: Path) -> Optional[list[str]]:
     count only in `results/records/`."""
     prefix = _git(root, "rev-parse", "--show-prefix")
     status = _git(root, "status", "--porcelain=v1", "-z", "--untracked-files=all", "--no-renames") if prefix is not None else None
-    if status is None:
+    if prefix is None or status is None:
         return None
     prefix = prefix.strip()
     out = []

@@ -54,7 +54,7 @@ def recipe(rec: Record, shown_path: str) -> Recipe:
         args += ["--repeat", str(len(processes))]
     if rec.mode == HOT_MODE:
         args.append("--hot")
-    cpu = rec.hardware.get("cpu") if isinstance(rec.hardware.get("cpu"), dict) else {}
+    cpu = got if isinstance(got := rec.hardware.get("cpu"), dict) else {}
     threads, cores = cpu.get("threads_used"), cpu.get("cores")
     if rec.hardware.get("device") == "cpu" and isinstance(threads, int) and isinstance(cores, int) and threads < cores:
         args += ["--threads", str(threads)]
@@ -72,7 +72,7 @@ def needs(rec: Record) -> str:
         extra = ", ".join(([f"compute capability {'/'.join(cc)}"] if cc else [])
                           + ([f"{'/'.join(map(str, sms))} SMs"] if sms else []))
         return f"{len(gpus)} x {' / '.join(names)}" + (f" ({extra})" if extra else "")
-    cpu = hw.get("cpu") if isinstance(hw.get("cpu"), dict) else {}
+    cpu = got if isinstance(got := hw.get("cpu"), dict) else {}
     model = cpu.get("model") or hw.get("name") or "a CPU"
     used = cpu.get("threads_used")
     cores = cpu.get("cores")

@@ -21,7 +21,7 @@ import re
 import stat
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Optional, TypeGuard
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -202,10 +202,10 @@ def _claimed_problem(c: dict) -> str:
     return f"claimed: tolerance {c.get('tolerance')!r} is not a valid claimed tolerance"
 
 
-_NUMBERS = frozenset({int, float})
+_NUMBERS: frozenset[type[int] | type[float]] = frozenset({int, float})
 
 
-def _number(x) -> bool:
+def _number(x) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
@@ -271,7 +271,7 @@ def parse_record(data: Any, where: str) -> Record:
     try:
         rec = Record.model_validate(data)
     except Exception as e:  # pydantic.ValidationError: name the first bad field
-        first = getattr(e, "errors", lambda: [{}])()[0] if hasattr(e, "errors") else {}
+        first: dict[str, Any] = getattr(e, "errors", lambda: [{}])()[0] if hasattr(e, "errors") else {}
         loc = ".".join(str(x) for x in first.get("loc", ())) or "record"
         raise RecordError(f"{where}: {loc}: {first.get('msg', str(e))}") from None
     try:

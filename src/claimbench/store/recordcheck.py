@@ -14,7 +14,7 @@ import os
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
-from typing import Iterable, Optional
+from typing import Any, Iterable, Optional
 
 from claimbench.stats.status import Status
 from claimbench.store.codeprint import code_fingerprint
@@ -44,9 +44,10 @@ def check_record(rec: Record) -> list[tuple[str, str]]:
 
 def check_records(recs: list[Record]) -> list[list[tuple[str, str]]]:
     """``check_record`` for each record, with their verdicts recomputed together (one batched bootstrap)."""
-    from claimbench.stats.verdict import decide, decide_many
+    from claimbench.stats.verdict import Evidence, decide, decide_many
 
-    evidence, verdicts = [], []
+    evidence: list[Evidence | Exception] = []
+    verdicts = []
     for rec in recs:
         try:
             evidence.append(rec.evidence())
@@ -130,7 +131,8 @@ def _verify_chunk(items: list[tuple[str, str]]) -> list[tuple]:
 
 
 def _verify_chunk_now(items: list[tuple[str, str]]) -> list[tuple]:
-    rows, fresh = [], []
+    rows: list[list[Any]] = []  # lists while the problems and cache line are filled in
+    fresh = []
     for rel, full in items:
         try:
             raw, st = read_record_bytes(full, rel)
@@ -140,7 +142,7 @@ def _verify_chunk_now(items: list[tuple[str, str]]) -> list[tuple]:
             continue
         sha = hashlib.sha256(raw).hexdigest()
         if sha in _KNOWN:
-            rows.append((rel, st.st_size, st.st_mtime_ns, sha, None, None, None))
+            rows.append([rel, st.st_size, st.st_mtime_ns, sha, None, None, None])
             continue
         s, rec = read_summary(full, rel, raw, sha, st)
         rows.append([s.path, s.size, s.mtime_ns, s.sha256, s, [("record", s.error)] if rec is None else None, None])
@@ -233,6 +235,7 @@ def summary_digest(s: Summary) -> str:
     raw = canonical_json(list(s[_SKIP:]))  # a tuple when summarized and a list when read back: one JSON array
     if raw is None:
         raw = canonical_json(list(s[_SKIP:]), "j")
+        assert raw is not None  # the standard library's method is always there
     return hashlib.sha256(raw).hexdigest()[:16]
 
 

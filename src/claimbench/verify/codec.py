@@ -13,7 +13,7 @@ from functools import lru_cache
 import numpy as np
 
 # dtype name (torch's, without "torch.") -> (itemsize, numpy storage dtype)
-STORAGE = {
+STORAGE: dict[str, tuple[int, type[np.generic]]] = {
     "float64": (8, np.float64), "float32": (4, np.float32), "float16": (2, np.float16),
     "bfloat16": (2, np.uint16), "float8_e4m3fn": (1, np.uint8), "float8_e5m2": (1, np.uint8),
     "int64": (8, np.int64), "int32": (4, np.int32), "int16": (2, np.int16), "int8": (1, np.int8),
@@ -68,16 +68,16 @@ def to_numbers(raw: np.ndarray, dtype: str) -> np.ndarray:
 def from_bytes(data: bytes | bytearray | memoryview | np.ndarray, dtype: str, shape: list[int],
                strides: list[int] | None = None) -> np.ndarray:
     """Interpret a storage span (the bytes from the first element on) as a tensor of numbers."""
-    size, store = STORAGE.get(dtype, (None, None))
-    if store is None:
+    if dtype not in STORAGE:
         raise CodecError(f"unsupported dtype {dtype!r}")
+    size, store = STORAGE[dtype]
     flat = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8).reshape(-1)
     n = int(np.prod(shape)) if shape else 1
     if strides is None or _contiguous(shape, strides):
         need = n * size
         if flat.size < need:
             raise CodecError(f"{flat.size} bytes for a {dtype} tensor of shape {tuple(shape)} ({need} needed)")
-        raw = flat[:need].view(store).reshape(shape)
+        raw: np.ndarray = flat[:need].view(store).reshape(shape)
     else:
         span = 1 + sum((d - 1) * s for d, s in zip(shape, strides) if d > 0) if n else 0
         if flat.size < span * size:

@@ -57,7 +57,7 @@ def infer(path: Path) -> str:
         tree = ast.parse(path.read_text(encoding="utf-8"))
     except (OSError, SyntaxError, UnicodeDecodeError):
         return "torch"
-    mods = set()
+    mods: set[str] = set()
     for node in ast.walk(tree):
         if isinstance(node, ast.Import):
             mods.update(a.name.split(".")[0] for a in node.names)
