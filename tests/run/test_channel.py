@@ -10,8 +10,19 @@ from claimbench.run import messages as m
 from claimbench.run.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError
 
 
+_OPEN: list = []
+
+
+@pytest.fixture(autouse=True)
+def _close_sockets():
+    yield
+    while _OPEN:
+        _OPEN.pop().close()
+
+
 def _pair():
     a, b = socket.socketpair()
+    _OPEN.extend((a, b))
     return Channel(a, "us"), Channel(b, "the kernel side"), b
 
 

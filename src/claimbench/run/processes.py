@@ -71,17 +71,24 @@ class ForkServer:
         try:
             reply, fds = self.ctl.request(m.Spawn(role=role, env=env, max_memory_bytes=max_memory_bytes),
                                           m.Spawned, fds=(theirs.fileno(), log_fd), timeout_s=timeout_s)
+        except BaseException:
+            ours.close()
+            raise
         finally:
             theirs.close()
         for fd in fds:
             os.close(fd)
         pid = reply.pid if self.sandbox.kind == "none" else host_pid(reply.pid, census.tree([self.proc.pid]))
         side = SideProcess(role, pid, Channel(ours, f"the {role} side"))
-        hello, fds = side.channel.recv(timeout_s)
-        for fd in fds:
-            os.close(fd)
-        if not isinstance(hello, m.Ready):
-            raise ChannelClosed(f"the {role} side answered {hello.kind!r} instead of ready")
+        try:
+            hello, fds = side.channel.recv(timeout_s)
+            for fd in fds:
+                os.close(fd)
+            if not isinstance(hello, m.Ready):
+                raise ChannelClosed(f"the {role} side answered {hello.kind!r} instead of ready")
+        except BaseException:
+            side.channel.close()
+            raise
         side.versions = dict(hello.versions)
         return side
 

@@ -174,9 +174,12 @@ class ClaimSession:
         return {role: side.refresh() for role, side in self.sides.items()}
 
     def close(self) -> None:
+        """Operand memory and every side's channel: a session of 35 claims must not leak 105 sockets."""
         for ops in self.operands.values():
             ops.close()
         self.operands.clear()
+        for side in self.sides.values():
+            side.channel.close()
 
 
 def total_cpu_s(pids: list[int]) -> float:
