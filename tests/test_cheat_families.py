@@ -94,7 +94,11 @@ CASES = {
     # watching the watcher
     "watch_trace": Case("watching the watcher", POLICY, "policy", plain=True),
     "watch_trace_hidden": Case("watching the watcher", WRONG, "verified",
-                               open="untraced calls may use the forbidden op; the kernel sees when it is traced"),
+                               open="with the static rules bypassed, untraced calls may use the forbidden op: a "
+                                    "kernel sees when it is traced; the rules refuse each way it could look"),
+    "watch_clock": Case("watching the watcher", POLICY, "verified", plain=True),
+    "watch_literal": Case("watching the watcher", POLICY, "verified", plain=True),
+    "watch_reduce": Case("watching the watcher", POLICY, "verified", plain=True),
     "watch_frames": Case("watching the watcher", POLICY, "policy", plain=True),
     "watch_frames_hidden": Case("watching the watcher", WRONG, "verified"),
     "drop_failures": Case("watching the watcher", POLICY, "policy", plain=True),
@@ -195,8 +199,14 @@ def test_honest_control_does_not_reach_the_unreachable_claim(project, hw):
 # -- the families --------------------------------------------------------------------------
 
 @pytest.mark.parametrize("name", [_param(n) for n in CASES])
-def test_cheat_is_never_verified(project, hw, name):
+def test_cheat_is_never_verified(project, hw, name, monkeypatch):
     case = CASES[name]
+    if not case.plain:
+        # a `_hidden` fixture stands for whatever gets past the static rules: they are bypassed, so
+        # what is tested is the process design (test_hidden_variants_the_rules_refuse covers the rules)
+        from claimbench.gate import policy
+
+        monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])
     out = _run(project, hw, name.replace("_", "-"), name, value=case.value, reference=case.reference)
     assert out.status != S.VERIFIED, f"{case.family}: {out.reason}"
     assert out.status in case.allowed, (out.status, out.reason)
@@ -204,6 +214,21 @@ def test_cheat_is_never_verified(project, hw, name):
         assert out.value < float(UNREACHABLE) * 0.95, out.reason  # the number itself stays honest
     if case.plain:  # the straightforward version: the static rules refuse it before it runs
         assert out.reason.startswith("policy:"), out.reason
+
+
+# Hidden variants that the static rules refuse since they learned the observation channels (clocks,
+# dispatch and function modes, the profiler) and computed attribute names; the process-design test
+# above still runs them with the rules bypassed.
+REFUSED_HIDDEN = ("watch_trace_hidden", "watch_frames_hidden", "patch_judge_hidden")
+
+
+@pytest.mark.parametrize("name", REFUSED_HIDDEN)
+def test_hidden_variants_the_rules_refuse(project, name):
+    path = write_claim(project, f"rules-{name.replace('_', '-')}", name, params=PARAMS, value=ANY,
+                       reference="kernels/softmax_cpu.py:reference_fp64")
+    res = gate_file(path, project)
+    assert not res.ok and any("computed name" in p.message or "watching" in p.message for p in res.problems), \
+        res.problems
 
 
 # -- the hostile ones: evidence, survivors ---------------------------------------------------

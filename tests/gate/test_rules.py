@@ -58,6 +58,21 @@ def problems(tmp_path: Path, body: str) -> list[str]:
     ("import os\ndef kernel(x):\n    os.utime('results', None)\n    return x\n", "os.utime"),
     ("import subprocess\ndef kernel(x):\n    return x\n", "subprocess"),
     ("import multiprocessing\ndef kernel(x):\n    return x\n", "multiprocessing"),
+    # watching the watcher: clocks, the dispatch/function-mode state, the profiler, computed names
+    ("import time\ndef kernel(x):\n    return x\n", "a clock"),
+    ("from time import perf_counter_ns\ndef kernel(x):\n    return x\n", "a clock"),
+    ("import os\ndef kernel(x):\n    return os.times()\n", "a clock"),
+    ("def kernel(x):\n    return torch._C._len_torch_dispatch_stack()\n", "watching"),
+    ("from torch.utils._python_dispatch import _get_current_dispatch_mode\ndef kernel(x):\n    return x\n", "watching"),
+    ("def kernel(x):\n    return torch.autograd._profiler_enabled()\n", "watching"),
+    ("import sys\n_w = getattr(sys, 'getprofile')\ndef kernel(x):\n    return x\n", "looks up `getprofile`"),
+    ("_f = getattr(torch, 'soft' + 'max')\ndef kernel(x):\n    return _f(x, -1)\n", "computed name"),
+    ("def kernel(x):\n    return getattr(torch, 'soft' + 'max')(x, -1)\n", "computed name"),
+    ("def kernel(x):\n    g = getattr\n    return g(torch, 'exp')(x)\n", "computed name"),
+    ("import functools\n_f = functools.reduce(getattr, ['exp'], torch)\ndef kernel(x):\n    return _f(x)\n",
+     "computed name"),
+    ("import operator\n_f = operator.attrgetter('exp')(torch)\ndef kernel(x):\n    return _f(x)\n", "attrgetter"),
+    ("def kernel(x):\n    return torch.__getattribute__('exp')(x)\n", "__getattribute__"),
 ])
 def test_rules_catch(tmp_path, body, word):
     found = problems(tmp_path, body)
@@ -68,6 +83,9 @@ def test_rules_catch(tmp_path, body, word):
     "def kernel(x):\n    e = torch.exp(x - x.amax(-1, keepdim=True))\n    return e / e.sum(-1, keepdim=True)\n",
     "import triton.language as tl\ndef kernel(x):\n    return tl.softmax\n",   # a Triton op is not torch.softmax
     "def softmax_rows(x):\n    return x\n\ndef kernel(x):\n    return softmax_rows(x)\n",
+    # a task's helper may look a dtype up by name: the kernel never reaches it
+    "def dtype_of(name):\n    return getattr(torch, name)\n\ndef kernel(x):\n    return x * 2\n",
+    "def kernel(x):\n    return getattr(x, 'shape')[0] * x\n",   # a written-out, harmless name
 ])
 def test_rules_leave_honest_code_alone(tmp_path, body):
     assert problems(tmp_path, body) == []

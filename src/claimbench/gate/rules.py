@@ -34,6 +34,16 @@ BANNED_OS = {"kill", "killpg", "getppid", "fork", "forkpty", "setsid", "setpgid"
 FRAME_ATTRS = ("__globals__", "__code__", "f_back", "f_locals", "f_globals", "f_code", "tb_frame", "gi_frame",
                "cr_frame", "ag_frame", "__builtins__", "__subclasses__", "__dict__")
 PROTECTED_ROOTS = ("time", "torch", "triton", "numpy", "cupy", "claimbench")
+# Watching the watcher: what would let a kernel tell a traced or checked call from a timed one. A
+# kernel has no use for a clock, for the state of torch's dispatch and function modes, or for the
+# profiler; and a name built at run time (`getattr(torch, "soft" + "max")`) hides from every rule
+# here, so attribute lookups must name their attribute.
+CLOCK_MODULES = {"time", "timeit", "datetime", "resource"}
+CLOCK_OS = {"times", "clock_gettime", "clock_gettime_ns", "getloadavg", "wait3", "wait4"}
+OBSERVER_WORDS = ("dispatch_mode", "function_mode", "dispatch_stack", "function_stack", "torch_dispatch",
+                  "torch_function", "profiler", "_python_dispatch", "elapsed_time", "_tls", "tracing_state")
+DYNAMIC_LOOKUP = {"getattr", "hasattr"}
+DYNAMIC_ATTRS = {"__getattribute__", "__getattr__", "attrgetter", "methodcaller"}
 
 
 def aliases(tree: ast.Module) -> dict[str, str]:
@@ -117,6 +127,7 @@ def _fn_info(path: Path, mtime_ns: int, name: str):
         return None
     refs: list[tuple[str, int, str, Union[bool, str, None]]] = []
     local, imported = [], []
+    refs.extend(("dyn", line, msg, None) for line, msg in _dynamic_lookups(list(cast(ast.FunctionDef, node).body), into_defs=True))
     for sub in ast.walk(node):
         if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
             refs.append(("str", sub.lineno, sub.value, False))
@@ -164,6 +175,16 @@ def _module_facts(path: Path, mtime_ns: int) -> tuple:
             if m in BANNED_MODULES:
                 out.append(("fixed", cast(ast.stmt, node).lineno, f"imports `{m}`, which can reach the harness, the interpreter or other "
                             "processes; kernels may not use it", None))
+            if m in CLOCK_MODULES:
+                out.append(("fixed", cast(ast.stmt, node).lineno, f"imports `{m}`, a clock: a kernel that can time itself can tell the "
+                            "checked calls from the timed ones; kernels may not read clocks", None))
+        full = [a.name for a in node.names] if isinstance(node, ast.Import) else (
+            [node.module] + [f"{node.module}.{a.name}" for a in node.names]
+            if isinstance(node, ast.ImportFrom) and node.module else [])
+        for name in full:
+            if _observer(name):
+                out.append(("fixed", cast(ast.stmt, node).lineno, f"imports `{name}`, which tells whether the harness is watching; "
+                            "kernels may not", None))
         if isinstance(node, ast.ImportFrom) and node.module == "os":
             for a in node.names:
                 if a.name in BANNED_OS:
@@ -178,8 +199,22 @@ def _module_facts(path: Path, mtime_ns: int) -> tuple:
             if d.split(".")[:1] == ["os"] and node.attr in BANNED_OS:
                 out.append(("fixed", node.lineno, f"uses `{d}`: kernels may not start, signal, renice or pin "
                             "processes, or change file times", None))
+            if d.split(".")[:1] == ["os"] and node.attr in CLOCK_OS:
+                out.append(("fixed", node.lineno, f"uses `{d}`, a clock; kernels may not read clocks", None))
+            if _observer(node.attr):
+                out.append(("fixed", node.lineno, f"uses `{d or node.attr}`, which tells whether the harness is "
+                            "watching; kernels may not", None))
+            if node.attr in DYNAMIC_ATTRS:
+                out.append(("fixed", node.lineno, f"uses `.{node.attr}`, an attribute lookup by a computed name; "
+                            "write the attribute out", None))
             if node.attr in FRAME_ATTRS:
                 out.append(("fixed", node.lineno, f"uses `.{node.attr}`, which reaches into the interpreter's state; kernels may not", None))
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_LOOKUP:
+            lit = _literal_name(node)
+            if lit is not None and (lit in FRAME_ATTRS or lit in BANNED_OS or lit in CLOCK_OS or _observer(lit)
+                                    or lit in DYNAMIC_ATTRS or any(lit == b for _, b in BANNED_ATTRS)):
+                out.append(("fixed", node.lineno, f"looks up `{lit}` by name, which the rules refuse as an "
+                            "attribute; kernels may not", None))
         if isinstance(node, ast.Name) and node.id in ("__builtins__", "__loader__", "__spec__"):
             out.append(("fixed", node.lineno, f"uses `{node.id}`, which reaches around the import rules; kernels may not", None))
         targets = []
@@ -192,7 +227,45 @@ def _module_facts(path: Path, mtime_ns: int) -> tuple:
                 out.append(("assign", cast(ast.stmt, node).lineno, dotted(t.value, al) or "", t.attr))
         if isinstance(node, ast.Global):
             out.append(("global", node.lineno, tuple(node.names), None))
+    out.extend(("fixed", line, msg, None) for line, msg in _dynamic_lookups(tree.body))
     return tuple(out)
+
+
+def _observer(name: str) -> bool:
+    return any(w in name for w in OBSERVER_WORDS)
+
+
+def _literal_name(call: ast.Call) -> str | None:
+    """The attribute a getattr/hasattr call names, when it is written out as a string."""
+    if len(call.args) >= 2 and isinstance(call.args[1], ast.Constant) and isinstance(call.args[1].value, str):
+        return call.args[1].value
+    return None
+
+
+def _dynamic_lookups(body: list, into_defs: bool = False) -> list[tuple[int, str]]:
+    """`getattr`/`hasattr` with a computed name, or passed around as a value, in the given statements.
+    A module's own functions are judged when the kernel can reach them (a task's `inputs` may look up
+    `getattr(torch, dtype)`); a kernel function's nested functions are part of it."""
+    out, fine = [], set()
+    todo = list(body)
+    nodes = []
+    while todo:
+        node = todo.pop()
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not into_defs:
+            todo.extend(node.decorator_list)
+            todo.extend(node.args.defaults)
+            continue
+        nodes.append(node)
+        todo.extend(ast.iter_child_nodes(node))
+    for node in nodes:
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_LOOKUP:
+            if _literal_name(node) is not None:
+                fine.add(id(node.func))
+    for node in nodes:
+        if isinstance(node, ast.Name) and node.id in DYNAMIC_LOOKUP and id(node) not in fine:
+            out.append((node.lineno, f"uses `{node.id}` with a computed name (or as a value), which hides what "
+                        "the kernel touches; write the attribute out"))
+    return out
 
 
 def file_aliases(path: Path) -> dict[str, str]:
@@ -260,6 +333,9 @@ def _check_kernel_source(root: Path, claim: Claim) -> list[Problem]:
     for start, func, key in starts:
         for p, refs in reachable(root, start, func):
             for kind, line, name, extra in refs:
+                if kind == "dyn":
+                    add(p, line, key, name)
+                    continue
                 if kind == "str":
                     hit = _forbidden_hit(name, forbidden, resolved=False)
                     if hit and name == hit.split(".")[-1]:
