@@ -23,7 +23,7 @@ from claimbench.run.orchestrate import orchestrate
 from claimbench.run.sandbox import default_max_memory
 from claimbench.run.seeds import draw_seeds
 from claimbench.spec import expr
-from claimbench.stats.precision import evidence_fields
+from claimbench.stats.precision import MIN_PROCESSES, evidence_fields
 from claimbench.stats.status import Status
 from claimbench.stats.verdict import Evidence, Samples, decide
 from claimbench.store.record import (
@@ -46,7 +46,7 @@ CPU_CHECK_DTYPES = ("float64", "float32", "float16", "int64", "int32", "int8", "
 class RunOptions:
     results: Path
     timeout_s: float = 900.0
-    repeat: int = 1
+    repeat: Optional[int] = None    # processes per claim; None: precision.MIN_PROCESSES for the device (3 on a CPU)
     hot: bool = False
     hardware_only: bool = False
     progress: Optional[Callable[[str], None]] = None
@@ -147,8 +147,9 @@ def _measure(claim, claim_path: Path, root: Path, hw: Hardware, opts: RunOptions
     for w in watched:
         servers.backup(w).refresh(before[str(w)])
     runs = []
-    for i in range(max(1, opts.repeat) if ok else 1):
-        say(f"{claim.id}: starting its processes" + (f" (repeat {i + 1}/{opts.repeat})" if opts.repeat > 1 else ""))
+    repeat = max(1, opts.repeat or MIN_PROCESSES.get(device, 1)) if ok else 1
+    for i in range(repeat):
+        say(f"{claim.id}: starting its processes" + (f" (repeat {i + 1}/{repeat})" if repeat > 1 else ""))
         if claim.hardware.count > 1:
             from claimbench.run.launch import Nodes, launch
             nodes = Nodes(claim.hardware.nodes, opts.node_rank, opts.master_addr, opts.master_port)

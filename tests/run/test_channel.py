@@ -9,7 +9,6 @@ import pytest
 from claimbench.run import messages as m
 from claimbench.run.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError
 
-
 _OPEN: list = []
 
 

@@ -91,3 +91,26 @@ def test_bootstrap_is_deterministic_and_covers_process_variance():
     _, lo1, hi1 = bootstrap_ci("speedup", *sides(100, 150))
     _, lo3, hi3 = bootstrap_ci("speedup", k3, b3)
     assert (hi3 - lo3) > 5 * (hi1 - lo1)
+
+
+def _procs(n_procs, k_us=100.0, b_us=150.0, n=240, seed=3):
+    r = np.random.default_rng(seed)
+    rounds = [i // 10 for i in range(n)]
+    procs = [i * n_procs // n for i in range(n)]
+    return (Samples(list(k_us + r.normal(0, 0.5, n)), rounds, procs),
+            Samples(list(b_us + r.normal(0, 0.5, n)), rounds, procs))
+
+
+@pytest.mark.parametrize("device, protocol, n_procs, status", [
+    ("cpu", 5, 1, Status.INCONCLUSIVE),   # one process cannot show a CPU's run-to-run spread
+    ("cpu", 5, 2, Status.INCONCLUSIVE),
+    ("cpu", 5, 3, Status.VERIFIED),
+    ("cpu", 4, 1, Status.VERIFIED),       # a protocol-4 record keeps the rules it was made under
+    ("cuda", 5, 1, Status.VERIFIED),      # a GPU number may come from one process
+])
+def test_a_cpu_number_needs_several_processes(device, protocol, n_procs, status):
+    k, b = _procs(n_procs)
+    v = decide(ev(kernel=k, baseline=b, device=device, protocol_version=protocol, other_cpu_fraction=0.0))
+    assert v.status == status, v.reason
+    if status == Status.INCONCLUSIVE:
+        assert "run-to-run spread" in v.reason and "--repeat 3" in v.reason and v.published_value is None

@@ -31,7 +31,8 @@ def register(sub) -> None:
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text: the outcomes as a table; json: as a JSON list")
     p.add_argument("--json", nargs=0, action=_DeprecatedJson, help=argparse.SUPPRESS)
-    p.add_argument("--repeat", type=int, default=1, help="N separate processes per claim, combined into one CI")
+    p.add_argument("--repeat", type=int, default=None,
+                   help="N separate processes per claim, combined into one CI (default: 3 on a CPU, 1 on a GPU)")
     p.add_argument("--hot", action="store_true", help="CUDA: time back-to-back calls without L2 flush (a labelled number)")
     p.add_argument("--timeout-s", type=float, default=900.0, help="per-claim time limit (default 900)")
     p.add_argument("--max-time-s", type=float, default=None, help="cap on the timed rounds per claim")
@@ -62,7 +63,7 @@ def run(args) -> int:
     for raw in args.paths:
         if not Path(raw).exists():
             raise UsageError(f"{raw}: no such file or folder")
-    if args.repeat < 1:
+    if args.repeat is not None and args.repeat < 1:
         raise UsageError("--repeat must be at least 1")
     paths = discover(args.paths, root)
     if not paths:

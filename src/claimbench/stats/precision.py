@@ -39,6 +39,12 @@ if TYPE_CHECKING:  # numpy stays out of `claimbench check`, which reads the defa
     from claimbench.stats.resample import Samples
 
 PRECISION_PROTOCOL = 4          # the first measurement protocol decided with these rules
+PROCESSES_PROTOCOL = 5          # ... and the first to ask a CPU number for several processes
+# A CPU number needs this many processes (`--repeat`), because a single process's CI measures only
+# the noise within that process: on a 2-core VM, five one-process runs of a claim gave values 24-43%
+# apart while each reported a half-width of 4-19%, and the one run that came in under 5% was not
+# reproduced by the other four. The resampled CI over several processes carries their spread.
+MIN_PROCESSES = {"cpu": 3}
 MAX_CI_HALFWIDTH = {"cuda": 0.02, "cpu": 0.05}  # fraction of the value
 BUSY_CPU_FRACTION = 0.10        # other processes' share of all cores' time during the timed rounds
 STOP_RESAMPLES = 1000           # the stopping rule's bootstrap, against the verdict's 2000
@@ -59,6 +65,16 @@ def default_halfwidth(device: str) -> float:
 def max_halfwidth(device: str, claimed: Optional[float]) -> float:
     """The bound a claim is held to: its own when it states one, else the device's default."""
     return float(claimed) if claimed is not None else default_halfwidth(device)
+
+
+def too_few_processes_reason(protocol_version: Optional[int], device: str, processes: int) -> Optional[str]:
+    """Why one (or too few) processes cannot back a number on this device, or None."""
+    need = MIN_PROCESSES.get(device, 1)
+    if protocol_version is None or protocol_version < PROCESSES_PROTOCOL or processes >= need:
+        return None
+    return (f"{processes} process{'es' if processes != 1 else ''} cannot show a {device.upper()}'s run-to-run "
+            f"spread: a {device.upper()} number needs {need} (run with --repeat {need}, the default on a "
+            f"{device.upper()})")
 
 
 def halfwidth_fraction(value: float, low: float, high: float) -> float:

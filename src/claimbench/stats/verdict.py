@@ -147,6 +147,10 @@ def _from_timing(ev: Evidence, value: float, low: float, high: float) -> Verdict
         blockers += [sharing] if sharing else []
         if ok and not blockers and frac > limit:
             return Verdict(Status.INCONCLUSIVE, f"{precision.too_wide_reason(frac, limit, ev.device, ev.max_ci_halfwidth)}; {shown}", **v)
+        nprocs = len(set(ev.kernel.processes)) if ev.kernel is not None else 0
+        few = precision.too_few_processes_reason(ev.protocol_version, ev.device, nprocs)
+        if ok and not blockers and few:
+            return Verdict(Status.INCONCLUSIVE, f"{few}; {shown}", **v)
     if ok and blockers:
         return Verdict(Status.INCONCLUSIVE, f"would verify, but {'; '.join(blockers)} blocks verified; {shown}", **v)
     if ok:
