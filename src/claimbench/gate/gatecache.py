@@ -10,14 +10,12 @@ from __future__ import annotations
 
 import hashlib
 import json
-import os
-import tempfile
 from pathlib import Path
 from typing import Optional, Sequence
 
 from claimbench.spec.problem import Problem
+from claimbench.store.cachefile import load_json_cache, save_cache
 from claimbench.store.codeprint import code_fingerprint
-from claimbench.store.jsonio import dumps_json_line, loads_json
 
 _CODE = ("claimbench.gate.policy", "claimbench.gate.rules", "claimbench.gate.srcgraph", "claimbench.spec.claim", "claimbench.spec.yamlsafe",
          "claimbench.spec.expr", "claimbench.spec.listing", "claimbench.spec.problem", "claimbench.gate.gatecache",
@@ -44,7 +42,7 @@ def gate_cached(paths: Sequence[str], root: Path, listing, *, sources: Optional[
     root = Path(root)
     sources = sources or {}
     cfile = Path(cache_dir) / f"check-{_fingerprint()}.json" if cache_dir else None
-    cache = _load(cfile)
+    cache = load_json_cache(cfile)
     digest = _listing_digest(listing)
     keys, out, todo = {}, {}, []
     for p in paths:
@@ -66,34 +64,5 @@ def gate_cached(paths: Sequence[str], root: Path, listing, *, sources: Optional[
                                            if not (x.key == "id" and _DUPLICATE in x.message)]}
     results = unique_ids([out[p] for p in paths])
     if cfile and todo and keys:
-        _save(cfile, {k: cache[k] for k in keys.values() if k in cache})
+        save_cache(cfile, {k: cache[k] for k in keys.values() if k in cache}, "check-*.json")
     return results
-
-
-def _load(path: Optional[Path]) -> dict:
-    if path is None:
-        return {}
-    try:
-        data = loads_json(path.read_bytes())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _save(path: Path, entries: dict) -> None:
-    tmp = None
-    try:  # a cache: a read-only or full results folder only skips it
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(dumps_json_line(entries))
-        os.replace(tmp, path)
-        tmp = None
-        for old in path.parent.glob("check-*.json"):
-            if old != path:
-                old.unlink(missing_ok=True)
-    except OSError:
-        pass
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)

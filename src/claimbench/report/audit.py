@@ -14,9 +14,7 @@ skips the cache). CI starts without the cache.
 
 from __future__ import annotations
 
-import os
 import re
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -25,6 +23,7 @@ from typing import Callable, Optional
 from claimbench.spec.listing import Entry, ListError, parse_list, read_region
 from claimbench.spec.problem import Problem
 from claimbench.stats.status import Status
+from claimbench.store.cachefile import save_cache
 from claimbench.store.index import Summary, paused_gc, scan_tree
 from claimbench.store.jsonio import loads_json
 from claimbench.store.recordcheck import (  # noqa: F401 (audit's public checks)
@@ -105,23 +104,8 @@ def _load_cache(path: Path) -> dict:
 
 
 def _save_cache(path: Path, lines) -> None:
-    """A cache: skipped when the results folder cannot be written (read-only, full)."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.writelines(lines)
-        os.replace(tmp, path)
-        tmp = None
-        for old in path.parent.glob("audit-*.jsonl"):  # caches of older code are dead weight
-            if old != path:
-                old.unlink(missing_ok=True)
-    except OSError:
-        pass
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
+    """Caches of older code (another fingerprint) are dead weight: removed once this one is written."""
+    save_cache(path, lines, "audit-*.jsonl")
 
 
 def audit(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,

@@ -11,15 +11,15 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
 from claimbench.stats.status import Status
+from claimbench.store.cachefile import load_json_cache, save_cache
 from claimbench.store.codeprint import code_fingerprint
 from claimbench.store.index import Summary, paused_gc, read_summary
-from claimbench.store.jsonio import canonical_json, dumps_json_line, loads_json
+from claimbench.store.jsonio import canonical_json, dumps_json_line
 from claimbench.store.record import Record, RecordError, read_record_bytes
 
 REL_TOL = 1e-9
@@ -198,7 +198,7 @@ class Verifier:
         self.results = Path(results_dir)
         self.workers = workers
         self.cfile = self.results / ".cache" / f"verified-{fingerprint()}.json" if cache else None
-        self.known = _load_json(self.cfile) if self.cfile else {}
+        self.known = load_json_cache(self.cfile)
 
     def __call__(self, summaries: list[Summary]) -> dict:
         out, todo, by_path = {}, [], {s.path: s for s in summaries}
@@ -226,7 +226,7 @@ class Verifier:
                     self.known[sha] = [[list(p) for p in probs or ()], said]
                     fresh += 1
         if fresh and self.cfile is not None:
-            _save_json(self.cfile, self.known)
+            save_cache(self.cfile, self.known, "verified-*.json")
         return out
 
 
@@ -237,33 +237,3 @@ def summary_digest(s: Summary) -> str:
         raw = canonical_json(list(s[_SKIP:]), "j")
         assert raw is not None  # the standard library's method is always there
     return hashlib.sha256(raw).hexdigest()[:16]
-
-
-
-
-def _load_json(path: Path) -> dict:
-    try:
-        data = loads_json(path.read_bytes())
-        return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
-        return {}
-
-
-def _save_json(path: Path, data: dict) -> None:
-    """A cache: written atomically when the folder can be written, skipped when it cannot."""
-    tmp = None
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(dumps_json_line(data))
-        os.replace(tmp, path)
-        tmp = None
-        for old in path.parent.glob("verified-*.json"):
-            if old != path:
-                old.unlink(missing_ok=True)
-    except OSError:
-        pass
-    finally:
-        if tmp is not None:
-            Path(tmp).unlink(missing_ok=True)
