@@ -146,7 +146,7 @@ def _refuse_anchors(text: str, shown: str) -> None:
         if isinstance(ev, yaml.AliasEvent) or getattr(ev, "anchor", None):
             name = getattr(ev, "anchor", "")
             raise YamlRejected(Problem(
-                shown, ev.start_mark.line + 1, "yaml",
+                shown, (ev.start_mark.line + 1) if ev.start_mark is not None else 1, "yaml",
                 f"anchors and aliases (&{name} / *{name}) are not allowed in claims; write the value out"))
 
 
@@ -176,6 +176,9 @@ def _build(node: yaml.Node, kp: KeyPath, doc: Document) -> Any:
             doc.lines[kp + (i,)] = item.start_mark.line + 1
             items.append(_build(item, kp + (i,), doc))
         return items
+    if not isinstance(node, yaml.ScalarNode):  # the composer makes only these three kinds
+        raise YamlRejected(Problem(doc.path, node.start_mark.line + 1, _dotted(kp) or "yaml",
+                                   f"unexpected YAML node {type(node).__name__}"))
     return _scalar(node, kp, doc)
 
 
