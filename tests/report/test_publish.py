@@ -224,3 +224,15 @@ def test_other_list_shapes(tree, source, shown):
     assert re.search(r"-->6\d\d TFLOP/s \[6\d\d, 6\d\d\] · fixture kernel deepgemm-fp8 · H200 · fp8 e4m3 · \[record\]",
                      next(ln for ln in after.splitlines() if "DeepGEMM -" in ln))
     assert not run(root).changed
+
+
+def test_a_number_from_an_unsandboxed_run_says_so(tree):
+    root, _ = tree
+    newer = rk.build(root, "blackwell-time", hw="nvidia-b200", created="2026-11-09T09:00:00.000000Z",
+                     kernel_us=11.0, seed=30,
+                     protocol={"warmup_s": 1.0, "rounds": 12, "sandbox": "none: bubblewrap is not installed"})
+    rk.write(root, newer)
+    plan = run(root)
+    shown = [n for n in plan.numbers if n.claim_id == "blackwell-time"]
+    assert shown[0].text.startswith("11.0 µs") and shown[0].text.endswith(" · no sandbox"), shown[0].text
+    assert all(not n.text.endswith("no sandbox") for n in plan.numbers if n.claim_id != "blackwell-time")

@@ -227,11 +227,13 @@ def _attach(root, list_path, results_dir, listing: Listing, winners, removed, wh
         link = s.path if prefix == "." else f"{prefix}/{s.path}"
         value = format_number(s.metric, float(s.published_value), s.ci_low, s.ci_high, s.floor_term,
                               markdown(r.claim.baseline.name))
+        # a run whose sides were not confined (no bubblewrap) is still verified, but a reader should know
+        flags = (["dirty"] if dirty else []) + (["no sandbox"] if s.sandbox.startswith("none") else [])
         parts = (format_number(s.metric, float(s.published_value), s.ci_low, s.ci_high, s.floor_term,
                                plain(r.claim.baseline.name)), plain(r.claim.kernel.name), plain(s.machine),
-                 dtype_short(plain(s.dtype)), link) + (("dirty",) if dirty else ())
+                 dtype_short(plain(s.dtype)), link) + tuple(flags)
         text = " · ".join([value, markdown(r.claim.kernel.name), markdown(s.machine), markdown(dtype_short(s.dtype)),
-                           f"[record]({link})"] + (["dirty"] if dirty else []))
+                           f"[record]({link})"] + flags)
         numbers.append(Number(s.claim_id, entry.key, entry.line, s.hardware, s.created_utc, s.path,
                               text, dirty, s.machine, parts, show_order(s)))
     return numbers, problems

@@ -42,7 +42,7 @@ from claimbench.store.record import (
 )
 
 INDEX_NAME = "index.jsonl"
-INDEX_VERSION = 4
+INDEX_VERSION = 5
 CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 _RECORD_MATCH = RECORD_NAME.match
 _PARALLEL_MIN = 2000  # below this, worker start-up costs more than it saves
@@ -86,6 +86,7 @@ class Summary(NamedTuple):
     when: str = ""  # created_utc, normalized: compares as a time
     copy_sha: str = ""  # `copy_digest` of what the record copied from its claim
     dirty_files: tuple = ()  # changed files this record's number depends on (empty: clean or unknown)
+    sandbox: str = ""  # protocol.sandbox: "bwrap", or "none: <why>" when the sides ran unconfined
 
     @property
     def ok(self) -> bool:
@@ -144,7 +145,8 @@ def summarize(rec: Record, rel: str, size: int, mtime_ns: int, sha256: str) -> S
         protocol_version=rec.protocol_version, floor_term=rec.floor_term, git_commit=rec.git_commit, git_dirty=dirty,
         claim_path=rec.claim_path, claim_sha256=rec.claim_sha256, source_sha256=dict(rec.source_sha256),
         machine=machine_name(rec.hardware, rec.protocol), when=normalized_utc(rec.created_utc) or "",
-        copy_sha=copy_digest_of(rec), dirty_files=dirty_files)
+        copy_sha=copy_digest_of(rec), dirty_files=dirty_files,
+        sandbox=str(rec.protocol.get("sandbox") or "") if isinstance(rec.protocol, dict) else "")
 
 
 def scan_tree(results: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
