@@ -147,7 +147,9 @@ def _measure(claim, claim_path: Path, root: Path, hw: Hardware, opts: RunOptions
     for w in watched:
         servers.backup(w).refresh(before[str(w)])
     runs = []
-    repeat = max(1, opts.repeat or MIN_PROCESSES.get(device, 1)) if ok else 1
+    # a multi-rank run is already several processes per side; one launch of them is the default there
+    default_repeat = MIN_PROCESSES.get(device, 1) if claim.hardware.count == 1 else 1
+    repeat = max(1, opts.repeat or default_repeat) if ok else 1
     for i in range(repeat):
         say(f"{claim.id}: starting its processes" + (f" (repeat {i + 1}/{repeat})" if repeat > 1 else ""))
         if claim.hardware.count > 1:
