@@ -3,7 +3,7 @@
 Headings (with GitHub's anchor ids, so the list's own table of contents works), paragraphs,
 block quotes, nested lists and fenced code; inline code, bold, and links whose target is http(s)
 or an anchor on the page. Everything else, raw HTML included, is text: each piece goes through
-`clean` (control and bidirectional-override characters become visible `[U+XXXX]` marks, so text
+`clean` (control and bidirectional-override characters become visible marks such as `[U+202E]`, so text
 cannot reorder what a reader sees) and is escaped by markupsafe. A heading whose section holds
 nothing is left out.
 """
@@ -27,7 +27,7 @@ _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 
 
 def clean(text) -> str:
-    """Text without control or bidi-override characters; each one shows as `[U+XXXX]`."""
+    """Text without control or bidi-override characters; each one shows as its code point, e.g. `[U+202E]`."""
     s = str(text)
     if s.isprintable() and not (_BIDI & set(s)):
         return s
