@@ -114,10 +114,14 @@ def _collect(out: Path, proc: subprocess.Popen, ranks: int, per_node: int, nodes
         elif run.get("alone"):
             failed.append((s.get("t", 1e18), r, run))
     if failed:
-        _, r, run = min(failed, key=lambda x: (x[0], x[1]))
+        failed.sort(key=lambda x: (x[0], x[1]))
+        _, r, run = failed[0]
         run = dict(run)
         if run.get("outcome_reason"):
-            run["outcome_reason"] = f"rank {r}: {run['outcome_reason']}"
+            # the earliest first; the others too, since a crashed rank's peers fail in the same instant
+            # (gloo: "connection closed by peer") and the clocks cannot always order them
+            others = [f"rank {r2}: {x['outcome_reason']}" for _, r2, x in failed[1:] if x.get("outcome_reason")]
+            run["outcome_reason"] = "; ".join([f"rank {r}: {run['outcome_reason']}"] + others)
         run["rejections"] = [f"rank {r}: {x}" for x in run.get("rejections") or []]
         corr = run.get("correctness")
         if corr and corr.get("passed") is False:
