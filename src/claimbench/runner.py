@@ -157,7 +157,7 @@ def _measure(claim, claim_path: Path, root: Path, hw: Hardware, opts: RunOptions
             nodes = Nodes(claim.hardware.nodes, opts.node_rank, opts.master_addr, opts.master_port)
             run = launch(job, claim.hardware.count, nodes, opts.sandbox, run_id, lambda msg: say(f"{claim.id}: {msg}"))
         else:
-            run = orchestrate(job, servers.get(sandbox), lambda msg: say(f"{claim.id}: {msg}"), stop=stop).to_dict()
+            run = orchestrate(job, servers.get(sandbox, job.env), lambda msg: say(f"{claim.id}: {msg}"), stop=stop).to_dict()
         runs.append(run)
         if run.get("outcome") or (run.get("correctness") or {}).get("passed") is not True:
             break
@@ -305,9 +305,8 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
     last = results[-1]
     outcome = next((r.get("outcome") for r in results if r.get("outcome")), None)
     outcome_reason = next((r.get("outcome_reason", "") for r in results if r.get("outcome")), "")
-    if outcome == "error" and not ok:  # the CPU path of a GPU kernel may not exist: no verdict from that
-        outcome, outcome_reason = None, ""
-        last = {"correctness": {"passed": None, "reason": f"CPU correctness check could not run: {results[-1].get('outcome_reason', '')}"}}
+    if outcome in ("error", "timeout") and not ok:  # fail closed: a CPU check that could not run is an error, never a skip
+        outcome_reason = f"{why}; CPU correctness check could not run: {outcome_reason}"
     corr = dict(last.get("correctness") or {})
     corrs = [r.get("correctness") or {} for r in results]
     if corrs and all(c.get("passed") is True for c in corrs):

@@ -20,7 +20,7 @@ from typing import Optional
 
 from claimbench.run import census
 from claimbench.run import messages as m
-from claimbench.run.channel import Channel, ChannelClosed, ChannelTimeout
+from claimbench.run.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SideFailed
 from claimbench.run.sandbox import Sandbox
 
 
@@ -71,6 +71,9 @@ class ForkServer:
         try:
             reply, fds = self.ctl.request(m.Spawn(role=role, env=env, max_memory_bytes=max_memory_bytes),
                                           m.Spawned, fds=(theirs.fileno(), log_fd), timeout_s=timeout_s)
+        except SideFailed as e:  # the server refused: the claim ends in error, with its words
+            ours.close()
+            raise ProtocolError(f"the fork server refused the {role} side: {e}") from None
         except BaseException:
             ours.close()
             raise

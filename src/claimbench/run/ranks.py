@@ -42,7 +42,7 @@ def main(argv: list[str]) -> int:
         group = {"local_rank": local, "master_addr": os.environ["MASTER_ADDR"], "master_port": int(os.environ["MASTER_PORT"]),
                  "prefix": f"claimbench/{spec['run_id']}"}
         sandbox = choose(spec["sandbox"], cuda=job.device == "cuda", network=True)
-        server = ForkServer(job.root, server_env(job.threads), sandbox, out / f"rank{rank}-server.log")
+        server = ForkServer(job.root, server_env(job.threads, job.env), sandbox, out / f"rank{rank}-server.log")
         try:
             run = orchestrate(job, server, lambda msg: _write(status, {"phase": msg[:200]}), coord=coord, group=group)
         finally:

@@ -1,6 +1,13 @@
 """The fork servers of one `run`: started early, shared by its claims, replaced when killed.
 
-One server per kind of sandbox a claim needs (a CUDA claim inside bwrap needs the device nodes).
+One server per kind of sandbox a claim needs (a CUDA claim inside bwrap needs the device nodes),
+and per import-time environment (backends.IMPORT_TIME_ENV): a Triton claim checked on CPU needs
+`TRITON_INTERPRET=1` before the server imports Triton, since Triton fixes at import whether its
+standard library is interpreted. Setting the variable in the forked side is too late, and setting
+it for every server would interpret a GPU claim's kernel on a machine that can compile it; so such
+claims get a server of their own (one more torch import, about 3 s, once per run). The server
+refuses a side whose import-time environment differs from its own (side/server.py), so a mismatch
+is an error, never a kernel that silently runs another way.
 The first starts before hardware detection, so its second of imports overlaps the parent's work.
 """
 
@@ -9,6 +16,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+from claimbench.machine.backends import import_env
 from claimbench.run.filecensus import Backup
 from claimbench.run.processes import ForkServer
 from claimbench.run.sandbox import Sandbox, choose
@@ -20,8 +28,15 @@ from claimbench.run.sandbox import Sandbox, choose
 HOST_ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 
 
-def server_env(threads: int | None) -> dict:
+def server_env(threads: int | None, side_env: dict | None = None) -> dict:
+    """The fork server's environment: ours, the host allocator's settings, and the import-time
+    part of the sides' environment (``side_env``), set or unset exactly as the sides will have it."""
     env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    for key, value in import_env(side_env or {}).items():
+        if value:
+            env[key] = value
+        else:
+            env.pop(key, None)
     for key, value in HOST_ALLOCATOR_ENV.items():
         env.setdefault(key, value)
     env.setdefault("OMP_NUM_THREADS", str(threads or os.cpu_count() or 1))
@@ -57,17 +72,19 @@ class Servers:
     def sandbox(self, cuda: bool, network: bool = False) -> Sandbox:
         return choose(self.opts.sandbox, cuda=cuda, network=network)
 
-    def start_early(self) -> None:
-        self.get(self.sandbox(cuda=False))
+    def start_early(self, side_env: dict | None = None) -> None:
+        self.get(self.sandbox(cuda=False), side_env)
 
-    def get(self, sandbox: Sandbox) -> ForkServer:
-        key = (sandbox.kind, sandbox.cuda, sandbox.network)
+    def get(self, sandbox: Sandbox, side_env: dict | None = None) -> ForkServer:
+        """The server for this sandbox and the sides' import-time environment, started if needed."""
+        wanted = import_env(side_env or {})
+        key = (sandbox.kind, sandbox.cuda, sandbox.network, tuple(sorted(wanted.items())))
         server = self.running.get(key)
         if server is not None and not server.alive():
             server.close()
             server = None
         if server is None:
-            server = ForkServer(self.root, server_env(self.opts.threads), sandbox, self.log_dir / "fork-server.log")
+            server = ForkServer(self.root, server_env(self.opts.threads, side_env), sandbox, self.log_dir / "fork-server.log")
             self.running[key] = server
         return server
 

@@ -6,6 +6,10 @@ server imports only torch, Triton and claimbench's side modules, and each fork l
 modules itself. The server is a child subreaper, so a side's descendants that detach (`setsid`,
 double fork) are reparented to it, and `kill_all` ends every one of them.
 
+The environment a package reads at import (backends.IMPORT_TIME_ENV: Triton's interpreter switch)
+is the server's own, fixed before it imports Triton; a Spawn asking for other values is refused,
+since the forked side would inherit modules imported the other way.
+
 Run as `python -m claimbench.side.server FD`, FD being its end of the orchestrator's socketpair.
 """
 
@@ -33,6 +37,8 @@ def main(argv: list[str]) -> int:
     _prctl(PR_SET_CHILD_SUBREAPER, 1)
     import importlib.util
 
+    from claimbench.machine.backends import import_env
+    imported_with = import_env(dict(os.environ))  # before torch and Triton read it
     import torch  # noqa: F401  (the point of this process: imported once, before any fork)
     if importlib.util.find_spec("triton") is not None:
         import triton  # noqa: F401
@@ -49,7 +55,13 @@ def main(argv: list[str]) -> int:
         except ChannelClosed:
             _kill_all()
             os._exit(0)
-        if isinstance(msg, m.Spawn):
+        if isinstance(msg, m.Spawn) and import_env(msg.env) != imported_with:
+            for fd in fds:
+                os.close(fd)
+            ctl.send(m.Failed(message=f"this fork server imported torch and Triton with {imported_with}, "
+                                      f"the {msg.role} side needs {import_env(msg.env)}: a side must come from a "
+                                      "server started with its import-time environment"))
+        elif isinstance(msg, m.Spawn):
             pid = _fork_side(msg, fds, ctl_fd)
             children.add(pid)
             for fd in fds:
@@ -83,7 +95,7 @@ def _fork_side(msg, fds: list[int], ctl_fd: int) -> int:
                     os.close(fd)
                 except OSError:
                     pass
-        os.environ.update(msg.env)
+        os.environ.update(msg.env)  # its import-time keys match the server's (checked before the fork)
         if msg.max_memory_bytes:
             resource.setrlimit(resource.RLIMIT_AS, (msg.max_memory_bytes, msg.max_memory_bytes))
         sys.stdout = os.fdopen(1, "w", buffering=1)

@@ -101,6 +101,11 @@ def _before_timing(ev: Evidence) -> Optional[Verdict]:
     if ev.correctness_passed is False:
         return Verdict(Status.INCORRECT, ev.correctness_reason or "output does not match the reference")
     if not ev.hardware_match:
+        # a skip says the hardware did not match and the CPU check passed; a check that did not run
+        # (or did not say it passed) is never a skip, or a broken CPU path would read as fine
+        if ev.correctness_passed is not True:
+            return Verdict(Status.ERROR, f"{ev.hardware_reason}; the CPU correctness check did not pass"
+                           + (f": {ev.correctness_reason}" if ev.correctness_reason else " (it reported nothing)"))
         note = f"; {ev.correctness_reason}" if ev.correctness_reason else ""
         return Verdict(Status.SKIPPED, f"{ev.hardware_reason}{note}")
     if ev.correctness_passed is not True:

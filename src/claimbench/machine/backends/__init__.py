@@ -1,7 +1,12 @@
 """Backends plug in here, in one ordered registry: torch, triton, cupy, cpu.
 
 A backend says whether it can run on this machine for a claim's device, and what the child
-process needs (Triton's interpreter is switched on by environment before triton is imported).
+process needs. Some of that environment is read when a package is imported, not when it is used:
+Triton decides at import whether its own standard library (`tl.max`, `tl.sum`, ...) is compiled or
+interpreted, so `TRITON_INTERPRET=1` set after `import triton` gives an interpreted kernel calling
+compiled helpers, which fails ("Cannot call @triton.jit'd outside of the scope of a kernel").
+Such keys are listed in IMPORT_TIME_ENV: a side that needs one is forked from a fork server that
+had it in its environment before it imported anything (run/servers.py keys servers by them).
 """
 
 from __future__ import annotations
@@ -33,6 +38,9 @@ class Backend:
     def env(self, device: str) -> dict:
         return dict(self.cpu_env) if device == "cpu" else {}
 
+
+# Environment read by a package at import: a fork server started without it cannot give it to a side.
+IMPORT_TIME_ENV = ("TRITON_INTERPRET",)
 
 REGISTRY: tuple[Backend, ...] = (
     Backend("torch", ("cuda", "cpu"), needs=("torch",)),
@@ -74,4 +82,10 @@ def child_env(backends: list[str], device: str) -> dict:
     for name in backends:
         env.update(get(name).env(device))
     return env
+
+
+def import_env(env: dict) -> dict[str, str]:
+    """The part of a side's environment that must be set before its fork server imports torch and
+    Triton: every IMPORT_TIME_ENV key, unset ones as "" so that two servers never disagree silently."""
+    return {key: str(env.get(key, "")) for key in IMPORT_TIME_ENV}
 
