@@ -42,6 +42,35 @@ correctness:
 {properties}claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
 """
 
+# A matmul claim (C = A @ B, no flops declared) and a sign-mask claim, for the issue 22 cheats whose
+# trick needs compute-bound work to skip or an output dtype to shrink; the claimed value is `value`.
+MATMUL = HEAD + """\
+workload:
+  inputs: kernels/cheat/matmul_task.py:make_inputs
+  params: {{n: 1024}}
+  check_params: [{{n: 17}}, {{n: 1}}]
+  bytes: "12 * n * n"
+precision: {{dtype: float32}}
+kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
+baseline: {{name: torch.matmul, impl: kernels/cheat/matmul_task.py:torch_matmul}}
+correctness: {{method: allclose, reference: kernels/cheat/matmul_task.py:reference_fp64, max_rel_l2: 1.0e-5,
+  rtol: 1.0e-5, atol: 1.0e-4, trials: 2}}
+claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
+"""
+
+MASK = HEAD + """\
+workload:
+  inputs: kernels/cheat/mask_task.py:make_inputs
+  params: {{rows: 512, cols: 2048}}
+  check_params: [{{rows: 3, cols: 17}}, {{rows: 1, cols: 1}}]
+  bytes: "5 * rows * cols"
+precision: {{dtype: float32}}
+kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
+baseline: {{name: torch.gt, impl: kernels/cheat/mask_task.py:torch_mask}}
+correctness: {{method: exact, reference: kernels/cheat/mask_task.py:reference_fp64, trials: 2}}
+claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
+"""
+
 # `flops` and `properties` are whole YAML lines (with indent and newline) or empty: most cases declare none.
 # `value` is the claimed speedup: 0.01 lets any correct kernel verify, so a cheat must be caught
 # for what it does, not for its number.

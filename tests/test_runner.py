@@ -66,6 +66,50 @@ def test_wrong_triton_kernel_is_incorrect_even_without_the_gpu(project, hw):
     assert out.status == Status.INCORRECT, out.reason
 
 
+def test_triton_standard_library_runs_under_the_interpreter_on_the_products_path(project, hw):
+    """`tl.max` is a @triton.jit function of Triton's own, made at `import triton`: the side must
+    come from a fork server that imported Triton with the interpreter on, or the check cannot run."""
+    out = run_one(project / "claims/valid/triton-rowmax.yaml", project, hw, opts(project))
+    assert out.status == Status.SKIPPED and out.checked and "checks passed" in out.reason, out.reason
+
+
+def test_a_kernel_wrong_only_when_interpreted_is_incorrect(project, hw):
+    out = run_one(project / "claims/wrong/triton-rowmax-wrong-when-interpreted.yaml", project, hw, opts(project))
+    assert out.status == Status.INCORRECT, out.reason
+
+
+def test_a_cpu_check_that_cannot_run_is_an_error_never_a_skip(project, hw):
+    out = run_one(project / "claims/wrong/import-fails.yaml", project, hw, opts(project))
+    assert out.status == Status.ERROR and not out.checked, out.reason
+    assert "CPU correctness check could not run" in out.reason and "planted fault" in out.reason, out.reason
+    rec = load_record(out.record_path)
+    assert (rec.verdict, decide(rec.evidence()).status) == ("error", Status.ERROR)
+
+
+def test_a_skip_needs_a_cpu_check_that_passed():
+    """decide() itself: hardware mismatch with no passing check is an error, whatever the runner said."""
+    from claimbench.stats.verdict import Evidence
+    base = dict(metric="speedup", claimed_value=2.0, tolerance=0.1, hardware_match=False, hardware_reason="needs X")
+    assert decide(Evidence(**base, correctness_passed=True, correctness_reason="3 checks passed")).status == Status.SKIPPED
+    for passed in (None, False):
+        v = decide(Evidence(**base, correctness_passed=passed))
+        assert v.status in (Status.ERROR, Status.INCORRECT) and v.status != Status.SKIPPED
+
+
+def test_the_main_job_exits_1_on_a_planted_fault(project):
+    """Through the CLI, as the README's main job runs it: one good claim and two planted faults."""
+    import subprocess
+    import sys
+    res = subprocess.run([sys.executable, "-m", "claimbench", "run", "--results", str(project / "results-cli"),
+                          "--threads", "1", "claims/valid/triton-rowmax.yaml", "claims/wrong/import-fails.yaml",
+                          "claims/wrong/triton-rowmax-wrong-when-interpreted.yaml"],
+                         cwd=project, capture_output=True, text=True, timeout=600)
+    assert res.returncode == 1, res.stdout + res.stderr
+    table = res.stdout
+    assert "1 error, 1 incorrect, 1 skipped" in table, table
+    assert "CPU correctness check could not run" in table and "checks passed" in table, table
+
+
 def test_hardware_only_skips_without_running(project, hw):
     out = run_one(project / "claims/valid/triton-scale.yaml", project, hw, opts(project, hardware_only=True))
     assert out.status == Status.SKIPPED and out.record_path is None

@@ -73,6 +73,7 @@ class Outcome:
     metric: Optional[str] = None
     claimed_value: Optional[float] = None
     hardware: str = ""
+    checked: bool = False  # its correctness check ran and passed (a skip for hardware carries it too)
 
 
 def run_claims(paths: list[Path], root: Path, opts: RunOptions, hw: Optional[Hardware] = None,
@@ -177,7 +178,8 @@ def _measure(claim, claim_path: Path, root: Path, hw: Hardware, opts: RunOptions
     from claimbench.store.index import append_index
     append_index(opts.results, path, rec)
     return Outcome(claim.id, Path(claim_path), Status(rec.verdict), rec.reason, path, rec.value, rec.ci_low,
-                   rec.ci_high, claim.claimed.metric, claim.claimed.value, hw.name)
+                   rec.ci_high, claim.claimed.metric, claim.claimed.value, hw.name,
+                   checked=rec.correctness.get("passed") is True)
 
 
 _SHARED: dict = {}

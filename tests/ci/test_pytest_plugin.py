@@ -1,5 +1,6 @@
 """The pytest plugin through pytester: outcomes, --timing report, JUnit properties, CI selection."""
 
+import shutil
 import subprocess
 import xml.etree.ElementTree as ET
 from pathlib import Path
@@ -194,6 +195,21 @@ def test_a_real_claim_writes_its_record_through_run_one(pytester, tmp_path):
     records = list((tmp_path / "records" / "softmax-cpu").glob("*.json"))
     assert len(records) == 1
 
+
+
+def test_a_cpu_check_that_could_not_run_fails_its_item_and_one_that_passed_passes(pytester, tmp_path):
+    """No fakes: a GPU claim on this CPU machine passes when its interpreted check passed, and the
+    planted fault (a kernel module that raises at import) fails, never skips."""
+    fixtures = pytester.path / "proj"
+    for folder in ("kernels", "claims"):
+        shutil.copytree(FIX / folder, fixtures / folder)
+    shutil.copy(FIX / "LIST.md", fixtures / "LIST.md")
+    res = pytester.runpytest("--claims", str(fixtures / "claims/valid/triton-rowmax.yaml"),
+                             "--claims", str(fixtures / "claims/wrong/import-fails.yaml"),
+                             "--claims-results", str(tmp_path), "--claims-root", str(fixtures),
+                             "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1, failed=1)
+    res.stdout.fnmatch_lines(["*claim import-fails: error*", "*CPU correctness check could not run*planted fault*"])
 
 
 def test_claims_measure_one_at_a_time_across_workers(tmp_path):

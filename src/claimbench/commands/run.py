@@ -12,6 +12,7 @@ from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
 from claimbench.extras import require
 from claimbench.gate.policy import discover
 from claimbench.spec.project import find_root
+from claimbench.spec.safetext import terminal
 
 
 class _DeprecatedJson(argparse.Action):
@@ -113,11 +114,11 @@ def format_table(outcomes) -> str:
         else:
             meas = f"{o.value:.4g} [{o.ci_low:.4g}, {o.ci_high:.4g}]"
         claimed = "-" if o.claimed_value is None else f"{o.metric} {o.claimed_value:g}"
-        rows.append((o.claim_id, o.hardware[:28], meas, claimed, o.status.value, o.reason))
+        rows.append((terminal(o.claim_id), terminal(o.hardware[:28]), meas, claimed, o.status.value, terminal(o.reason)))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = []
-    for r in rows:
-        lines.append("  ".join(v.ljust(w) for v, w in zip(r[:5], widths)) + "  " + r[5][:160])
+    for r in rows:  # the whole reason: a cut one hides what to do ("... [95% CI 1.832, 3.")
+        lines.append("  ".join(v.ljust(w) for v, w in zip(r[:5], widths)) + "  " + r[5])
     n = {s: sum(1 for o in outcomes if o.status.value == s) for s in {o.status.value for o in outcomes}}
     lines.append(", ".join(f"{v} {k}" for k, v in sorted(n.items())))
     return "\n".join(lines)

@@ -59,12 +59,16 @@ class Buffer(_Model):
     staged: bool = False
 
 
+EDIT_MAX_ELEMENTS = 1 << 15  # run/perturb.MAX_SPREAD: the most elements one edit changes
+
+
 class Edit(_Model):
-    """Set element `index` (flat, contiguous) of input `operand` to the bytes `raw` (hex)."""
+    """Set the elements at flat C-order `indices` (hex of little-endian int64) of input `operand`
+    to the bytes `raw` (hex, one element after another): one sample's perturbation of one input."""
 
     operand: Annotated[int, Field(ge=0)]
-    index: Annotated[int, Field(ge=0)]
-    raw: Annotated[str, Field(max_length=32)]
+    indices: Annotated[str, Field(max_length=16 * EDIT_MAX_ELEMENTS)]
+    raw: Annotated[str, Field(max_length=16 * EDIT_MAX_ELEMENTS)]
 
 
 class Variant(_Model):
@@ -137,9 +141,12 @@ class Operands(_Msg):
 
 
 class Refill(_Msg):
-    """The input memfds hold a new round's contents: re-derive the operands in place (same addresses)."""
+    """Re-derive the operands in place (same addresses): after a new round's contents reached the
+    input memfds, or, for a side with `prepare`, after a perturbation (CUDA: `edits` to apply to the
+    device inputs first), so that `prepare` never turns the per-sample perturbation off."""
 
     kind: Literal["refill"] = "refill"
+    edits: list[Edit] = []
 
 
 class Call(_Msg):

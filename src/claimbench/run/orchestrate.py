@@ -137,9 +137,10 @@ def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str
     s.give("baseline", inputs)
     timer = RemoteTimer(s, job.device, hot=job.hot or not cfg.cold, min_block_us=cfg.min_block_us,
                         flush_bytes=flush, l2_reset=l2_reset, coord=coord)
-    perturb = not (claim.kernel.prepare or claim.baseline.prepare)
-    hooks = Rechecks(s, claim, params, job.seeds["timing"], timer, perturb=perturb,
+    hooks = Rechecks(s, claim, params, job.seeds["timing"], timer, perturb=True,
                      calls_per_round=cfg.calls_per_round, device=job.device, coord=coord)
+    first_trial = ((found.get("correctness") or {}).get("trials") or [{}])[0]
+    hooks.expect_dtypes = [o.get("dtype", "") for o in first_trial.get("outputs") or []] or None
     hooks.max_memory_bytes, hooks.threads = job.max_memory_bytes, job.threads or os.cpu_count() or 1
     hooks.shape_after_load, hooks.settings_after_load = found.pop("_load_reference")
     everyone = [p for pids in s.members().values() for p in pids] + [s.server.host_pid, os.getpid()]

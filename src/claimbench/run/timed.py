@@ -6,9 +6,13 @@ dropped, stopping); this module gives it a timer whose samples are exchanges wit
   path with no claim code) is subtracted. The side's own figure is kept as evidence only.
 - CUDA: the side's events are the sample, and must fit inside the orchestrator's bracket of the
   same exchange; the gap between them is held to a bound calibrated with null calls.
-Between samples the orchestrator itself changes one element of each floating-point input (CPU:
-in the pages it owns; CUDA: sent with the call), reads every kernel output of the round while the
-side is stopped (CPU), and after the round draws which one to check against a fresh reference.
+Each round hands both sides fresh buffers (new memfds, new addresses), as each correctness trial
+does, so a timed call cannot be told from a checked one by where its operands live. Before each
+kernel sample the orchestrator changes, in every floating-point input, elements that meet every
+index of every axis (run/perturb.py; CPU: in the pages it owns, CUDA: sent with the call; a side
+with `prepare` re-derives its operands from them, untimed), reads every kernel output of the round
+while the side is stopped (CPU), and after the round draws which one to check against a fresh
+reference, with the dtype and shape the trials established.
 """
 
 from __future__ import annotations
@@ -23,6 +27,7 @@ import numpy as np
 
 from claimbench.run import census
 from claimbench.run import messages as m
+from claimbench.run import perturb as perturbation
 from claimbench.run.coordinate import Solo
 from claimbench.run.protocol import Sample
 from claimbench.run.session import ClaimEnded, ClaimSession, InputSet
@@ -214,6 +219,8 @@ class Rechecks:
         self.max_memory_bytes: Optional[int] = None
         self.threads: int = 0
         self.census_problems: list[str] = []
+        self.expect_dtypes: Optional[list[str]] = None  # the outputs' dtypes in the correctness trials
+        self.stale: set[str] = set()  # prepared sides whose operands must be re-derived before their next call
         timer.hooks = self
 
     # -- rounds ----------------------------------------------------------------------------
@@ -222,10 +229,9 @@ class Rechecks:
         if self.shape_after_warmup is None:
             self.shape_after_warmup = self._shape()
         inputs = self.s.make_inputs(self.seed + 104729 * (r + 1), self.params)
-        for role in ("kernel", "baseline"):
-            self.s.operands[role].write(inputs)
-            if self.device != "cpu" or self._prepared(role):
-                self.s.exchange(role, m.Refill(), m.Done)
+        for role in ("kernel", "baseline"):  # fresh memfds, as every trial gets: no address tells them apart
+            self.s.give(role, inputs)
+        self.stale = set()
         if self.inputs is not None:
             self.s.drop(self.inputs)
         self.inputs, self.edits = inputs, []
@@ -281,28 +287,32 @@ class Rechecks:
         return getattr(self.claim, role).prepare is not None
 
     def before_sample(self, side: str, r: int) -> None:
+        if side in self.stale:  # its `prepare` must see the inputs as they are now (untimed)
+            self.s.exchange(side, m.Refill(edits=self.take_edits(side) if self.device != "cpu" else []), m.Done)
+            self.stale.discard(side)
         if side != "kernel" or not self.perturb or self.inputs is None:
             return
-        for i, (it, raw) in enumerate(zip(self.inputs.items, self.inputs.raw)):
-            if not isinstance(it, m.TensorItem) or it.dtype not in codec.FLOATING or raw is None or not raw.size:
-                continue
-            size = codec.itemsize(it.dtype)
-            idx = self.rng.randrange(raw.size // size)
+        for i, it in enumerate(self.inputs.items):
             kbuf = self.s.operands["kernel"].buffers[i]
-            assert kbuf is not None  # give() made a buffer for every tensor item
-            old = codec.from_bytes(kbuf.view[idx * size:(idx + 1) * size], it.dtype, [1])[0]
-            new = codec.encode_element(-old - 1.0 if np.isfinite(old) else 1.0, it.dtype)
-            edit = m.Edit(operand=i, index=idx, raw=new.hex())
+            if not isinstance(it, m.TensorItem) or it.dtype not in codec.FLOATING or kbuf is None or not kbuf.nbytes:
+                continue
+            edit = perturbation.plan_edit(i, it, kbuf.view, self.rng)  # drawn now: after the last call returned
+            size = codec.itemsize(it.dtype)
             if self.device == "cpu":  # our own pages: the side takes no part
                 for role in ("kernel", "baseline"):
                     rbuf = self.s.operands[role].buffers[i]
                     assert rbuf is not None
-                    rbuf.view[idx * size:(idx + 1) * size] = np.frombuffer(new, np.uint8)
+                    perturbation.apply_to_bytes(rbuf.view, edit, size)
             else:
+                perturbation.apply_to_bytes(kbuf.view, edit, size)  # ours mirror theirs: the next edit reads them
                 self.pending["kernel"].append(edit)
                 self.pending["baseline"].append(edit)
             self.edits.append(edit)
             self.perturbed += 1
+        self.stale |= {role for role in ("kernel", "baseline") if self._prepared(role)}
+        if "kernel" in self.stale:
+            self.s.exchange("kernel", m.Refill(edits=self.take_edits("kernel") if self.device != "cpu" else []), m.Done)
+            self.stale.discard("kernel")
 
     def take_edits(self, side: str) -> list[m.Edit]:
         out, self.pending[side] = self.pending[side], []
@@ -334,7 +344,8 @@ class Rechecks:
             self.failures.append(f"{len(outs)} outputs, the reference has {len(ref)}")
             return
         for i, (o, rr) in enumerate(zip(outs, ref)):
-            res = accuracy.compare(o, rr, self.claim.correctness, out_dtype=bufs[i].dtype)
+            expect = self.expect_dtypes[i] if self.expect_dtypes and i < len(self.expect_dtypes) else None
+            res = accuracy.compare(o, rr, self.claim.correctness, out_dtype=bufs[i].dtype, expect_dtype=expect)
             if not res["passed"]:
                 self.failures.append(f"output {i}: {res['reason']}")
                 return

@@ -51,7 +51,7 @@ class CallerSide:
         if isinstance(msg, m.Operands):
             return self._operands(msg, fds), []
         if isinstance(msg, m.Refill):
-            self._refill()
+            self._refill(msg.edits)
             return m.Done(), []
         if isinstance(msg, m.Call):
             return self._call(msg), []
@@ -100,9 +100,13 @@ class CallerSide:
         got = call_claim_code(f"{self.role}.prepare", self.prepare, clones, {})
         return tuple(got) if type(got) in (tuple, list) else (got,)
 
-    def _refill(self) -> None:
-        """New contents in the memfds: copy them in and re-derive, keeping every address."""
-        if self.device == "cuda":
+    def _refill(self, edits: list) -> None:
+        """New contents in the memfds (copy them in), or a perturbation to apply to the device
+        inputs; then re-derive, keeping every address."""
+        if edits:
+            for e in edits:
+                tensors.set_elements(self.inputs[e.operand], e)
+        elif self.device == "cuda":
             for dst, mp in zip(self.inputs, self.mapped):
                 if mp is not None:
                     torch.Tensor.copy_(dst, mp.tensor)
@@ -116,8 +120,10 @@ class CallerSide:
     # -- calls -----------------------------------------------------------------------------
     def _call(self, msg: m.Call) -> m.Called:
         self._release()
+        if msg.edits and self.prepare is not None:
+            raise TypeError("a side with prepare takes its perturbation with Refill, so prepare sees it")
         for e in msg.edits:  # CUDA: the orchestrator cannot write device memory; CPU edits are its own
-            tensors.set_element(self.operands[e.operand], e.index, bytes.fromhex(e.raw))
+            tensors.set_elements(self.operands[e.operand], e)
         ops = self._variant(msg.variant) if msg.variant else self.operands
         fn = self.fn
         if msg.null:

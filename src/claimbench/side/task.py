@@ -60,8 +60,8 @@ class TaskSide:
     def _reference(self, msg: m.Reference) -> tuple[m.Message, list[int]]:
         pristine = self.sets[msg.set_id]
         ins = tuple(torch.Tensor.clone(x) if isinstance(x, torch.Tensor) else x for x in pristine)
-        for e in msg.edits:
-            tensors.set_element(ins[e.operand], e.index, bytes.fromhex(e.raw))
+        for e in msg.edits:  # in order: a later sample's edit may change an element again
+            tensors.set_elements(ins[e.operand], e)
         if self.reference is not None:
             out = call_claim_code("correctness.reference", self.reference, ins, {})
         else:

@@ -87,6 +87,21 @@ def poison(items: Any) -> None:
                     torch.Tensor.fill_(t, info.min if t.dtype.is_signed else info.max)
 
 
+def set_elements(t: torch.Tensor, edit) -> None:
+    """Apply a perturbation (messages.Edit) to a contiguous tensor: its elements' bytes at once."""
+    import numpy as np
+
+    es = t.element_size()
+    idx = np.frombuffer(bytes.fromhex(edit.indices), "<i8")
+    raw = bytes.fromhex(edit.raw)
+    if len(raw) != idx.size * es or (idx.size and (idx.min() < 0 or idx.max() >= t.numel())):
+        raise ValueError(f"an edit of {idx.size} elements does not fit operand {edit.operand}")
+    byte_idx = torch.from_numpy((idx[:, None] * es + np.arange(es)[None, :]).reshape(-1).copy()).to(t.device)
+    flat = torch.Tensor.view(torch.Tensor.reshape(t, -1), torch.uint8)
+    src = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(t.device)
+    flat[byte_idx] = src
+
+
 def set_element(t: torch.Tensor, index: int, raw: bytes) -> None:
     """Write one element's bytes (a perturbation or an edit) into a contiguous tensor."""
     es = t.element_size()

@@ -1,0 +1,88 @@
+"""Which input elements change before each timed kernel call, and to what.
+
+A timed call must be as fresh as a checked one: a kernel that keeps a copy of its last inputs and
+recomputes only what changed must pay for the work it claims. One changed element per sample did
+not ensure that (a matmul kernel recomputing one row and one column of its output was verified at
+2.4x). The rule here changes, in every floating-point input, a set of elements that meets every
+index along every axis at least once (a random pairing of the axes' permutations, up to
+MAX_SPREAD elements). The argument (docs/threats.md):
+
+- an output element that depends on a whole row, column or slice of an input (a contraction, a
+  reduction, attention over keys) has a changed element in that slice, so every such output must
+  be recomputed: an incremental update costs as much as the work;
+- for an elementwise or bandwidth-bound kernel, finding what changed means reading the whole input
+  and comparing it with a saved copy, which costs at least the kernel's own traffic.
+
+The elements are drawn by the orchestrator after the previous call returned, from its own
+SystemRandom, so a kernel cannot predict them. New values are the chosen elements' own values
+rotated among themselves (the input's distribution is kept: no negative scale where all were
+positive), and an element that would keep its value gets ``-old - 1`` instead, so each one changes.
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Sequence
+
+import numpy as np
+
+from claimbench.run import messages as m
+from claimbench.verify import codec
+
+MAX_SPREAD = m.EDIT_MAX_ELEMENTS  # elements per input per sample: covers every axis of every shipped claim's inputs
+
+
+def spread(shape: Sequence[int], rng: random.Random, cap: int = MAX_SPREAD) -> np.ndarray:
+    """Flat (C-order) indices meeting every index of every axis once, when the longest axis is at
+    most ``cap``; past it, ``cap`` elements still spread over every axis as evenly as the pairing allows."""
+    dims = [int(d) for d in shape] or [1]
+    if any(d == 0 for d in dims):
+        return np.zeros(0, dtype=np.int64)
+    n = min(max(dims), cap)
+    seed = rng.getrandbits(63)
+    gen = np.random.default_rng(seed)
+    picks = []
+    for d in dims:
+        perm = gen.permutation(d)
+        picks.append(perm[np.arange(n) % d] if d <= n else perm[:n])
+    flat = np.ravel_multi_index(tuple(picks), dims)
+    return np.unique(flat.astype(np.int64))
+
+
+def new_values(current: np.ndarray, dtype: str) -> np.ndarray:
+    """The chosen elements' replacement bytes, as a (k, itemsize) uint8 array: their values rotated
+    by one place; where that keeps a value, ``-old - 1`` (1 where old is not finite)."""
+    size = codec.itemsize(dtype)
+    raw = np.ascontiguousarray(current).reshape(-1, size)
+    if len(raw) == 0:
+        return raw
+    rotated = np.roll(raw, 1, axis=0)
+    same = np.all(rotated == raw, axis=1)
+    if same.any():
+        old = codec.from_bytes(raw[same].tobytes(), dtype, [int(same.sum())])
+        repl = np.where(np.isfinite(old), -old - 1.0, 1.0)
+        rotated = rotated.copy()
+        rotated[same] = np.frombuffer(b"".join(codec.encode_element(float(v), dtype) for v in repl),
+                                      np.uint8).reshape(-1, size)
+    return rotated
+
+
+def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, rng: random.Random) -> m.Edit:
+    """One input's edit for the next sample, from the bytes it holds now (``view``: uint8, C-order)."""
+    size = codec.itemsize(item.dtype)
+    idx = spread(item.shape, rng)
+    byte_idx = (idx[:, None] * size + np.arange(size)[None, :]).reshape(-1)
+    current = view[byte_idx]
+    vals = new_values(current, item.dtype)
+    return m.Edit(operand=operand, indices=idx.astype("<i8").tobytes().hex(), raw=vals.tobytes().hex())
+
+
+def apply_to_bytes(view: np.ndarray, edit: m.Edit, size: int) -> None:
+    """Write an edit into a uint8 view of a C-order input (the orchestrator's own pages)."""
+    idx = edit_indices(edit)
+    byte_idx = (idx[:, None] * size + np.arange(size)[None, :]).reshape(-1)
+    view[byte_idx] = np.frombuffer(bytes.fromhex(edit.raw), np.uint8)
+
+
+def edit_indices(edit: m.Edit) -> np.ndarray:
+    return np.frombuffer(bytes.fromhex(edit.indices), "<i8")

@@ -1,0 +1,63 @@
+"""The per-sample perturbation: every index of every axis changes, every chosen element changes,
+and an edit applied to the orchestrator's bytes is the edit the sides apply to their tensors."""
+
+import random
+
+import numpy as np
+import pytest
+import torch
+
+from claimbench.run import messages as m
+from claimbench.run import perturb
+from claimbench.side import tensors
+from claimbench.verify import codec
+
+
+@pytest.mark.parametrize("shape", [(1,), (7,), (64, 64), (3, 1000), (2, 5, 17, 4), (1, 32, 300, 8)])
+def test_every_index_of_every_axis_is_met(shape):
+    idx = perturb.spread(shape, random.Random(1))
+    coords = np.unravel_index(idx, shape)
+    for axis, size in enumerate(shape):
+        assert set(coords[axis].tolist()) == set(range(size)), (shape, axis)
+    assert len(idx) <= max(shape)
+
+
+def test_a_long_axis_is_capped_and_still_spread():
+    idx = perturb.spread((4, 1 << 20), random.Random(2), cap=1024)
+    rows, cols = np.unravel_index(idx, (4, 1 << 20))
+    assert len(idx) == 1024 and set(rows.tolist()) == {0, 1, 2, 3} and len(set(cols.tolist())) == 1024
+
+
+def test_the_choice_is_not_the_same_twice():
+    rng = random.Random(3)
+    a, b = perturb.spread((64, 64), rng), perturb.spread((64, 64), rng)
+    assert a.tolist() != b.tolist()
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64"])
+def test_every_chosen_element_changes_even_in_a_constant_input(dtype):
+    raw = np.frombuffer(codec.encode_element(1.0, dtype) * 50, np.uint8).copy()
+    item = m.TensorItem(dtype=dtype, shape=[5, 10], nbytes=raw.size, fd=0)
+    edit = perturb.plan_edit(0, item, raw, random.Random(4))
+    before = raw.copy()
+    perturb.apply_to_bytes(raw, edit, codec.itemsize(dtype))
+    size = codec.itemsize(dtype)
+    idx = perturb.edit_indices(edit)
+    for i in idx:
+        assert raw[i * size:(i + 1) * size].tobytes() != before[i * size:(i + 1) * size].tobytes()
+
+
+def test_the_sides_apply_the_same_bytes():
+    x = torch.randn(6, 9)
+    raw = x.numpy().view(np.uint8).reshape(-1).copy()
+    item = m.TensorItem(dtype="float32", shape=[6, 9], nbytes=raw.size, fd=0)
+    edit = perturb.plan_edit(0, item, raw, random.Random(5))
+    perturb.apply_to_bytes(raw, edit, 4)
+    tensors.set_elements(x, edit)
+    assert x.numpy().view(np.uint8).reshape(-1).tobytes() == raw.tobytes()
+
+
+def test_an_edit_that_does_not_fit_its_operand_is_refused():
+    edit = m.Edit(operand=0, indices=np.array([99], "<i8").tobytes().hex(), raw="00000000")
+    with pytest.raises(ValueError):
+        tensors.set_elements(torch.zeros(4), edit)

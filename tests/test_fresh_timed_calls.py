@@ -1,0 +1,59 @@
+"""Issue 22's families of stale or distinguishable timed calls, through the real runner.
+
+Each fixture (tests/fixtures/kernels/cheat/) reached `verified` on the runner before this change
+(the figures are in each fixture's docstring); each runs here with the static rules on and, as for
+the `_hidden` fixtures, off, so what is tested is the process design:
+- result reuse: a matmul recomputing only the rows and columns whose inputs changed;
+- a `prepare` that turned the per-sample perturbation off, with a four-element fingerprint cache;
+- a kernel telling timed calls from checked ones by address and returning a cheaper dtype there.
+The claimed values are ones only the trick reaches: the honest work runs at about 1x its baseline.
+"""
+
+from __future__ import annotations
+
+import pytest
+from cheat_project import MASK, MATMUL, SOFTMAX, make_project, write_claim
+
+from claimbench.machine.detect import detect
+from claimbench.runner import RunOptions, run_one
+from claimbench.stats.status import Status as S
+
+TIMING = {"max_time_s": 1.0, "warmup_s": 0.05}
+CASES = {
+    # (template, extra fields, statuses it may end in)
+    "incremental_matmul": (MATMUL, {}, {S.REFUTED, S.INCONCLUSIVE, S.REJECTED}),
+    "prepare_fingerprint": (SOFTMAX, {"params": "{rows: 256, cols: 2000}",
+                                      "kernel_extra": ', prepare: "kernels/cheat/prepare_fingerprint.py:prepare"'},
+                            {S.REJECTED, S.INCORRECT}),
+    "timed_dtype": (MASK, {}, {S.REJECTED, S.INCORRECT}),
+}
+
+
+@pytest.fixture(scope="module")
+def project(tmp_path_factory):
+    return make_project(tmp_path_factory.mktemp("fresh"))
+
+
+@pytest.fixture(scope="module")
+def servers(project):
+    from claimbench.run.servers import Servers
+
+    with Servers(project, RunOptions(results=project / "results")) as s:
+        yield s
+
+
+@pytest.mark.parametrize("rules", ["rules-on", "rules-off"])
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_stale_or_distinguishable_timed_calls_never_verify(project, servers, name, rules, monkeypatch):
+    template, extra, allowed = CASES[name]
+    if rules == "rules-off":
+        from claimbench.gate import policy
+        monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])
+    path = write_claim(project, f"{name.replace('_', '-')}-{rules}", name, template=template,
+                       **{"value": "1.5", **extra})
+    opts = RunOptions(results=project / "results", timeout_s=180.0, threads=1, timing=dict(TIMING))
+    out = run_one(path, project, detect(project), opts, servers=servers)
+    assert out.status != S.VERIFIED, f"{name}: {out.reason}"
+    assert out.status in allowed and not out.reason.startswith("policy"), (out.status, out.reason)
+    if out.value is not None and not out.reason.startswith("machine busy"):
+        assert out.value < 1.5 * 0.95, out.reason  # what the run measured is the honest work's number
