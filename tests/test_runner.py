@@ -145,8 +145,9 @@ def test_run_cli_table_and_exit_codes(project, capsys):
     from claimbench.cli import main
     code = main(["--root", str(project), "run", str(project / "claims/wrong"), "--results",
                  str(project / "results"), "--format", "json", "--quiet"])
-    rows = json.loads(capsys.readouterr().out)
-    assert code == 1 and rows[0]["status"] == "incorrect"
+    rows = {r["claim"]: r for r in json.loads(capsys.readouterr().out)}
+    assert code == 1 and rows["triton-scale-no-mask-tail"]["status"] == "incorrect"
+    assert rows["import-fails"]["status"] == "error"
     assert main(["--root", str(project), "run", str(project / "nope")]) == 2
 
 
