@@ -287,11 +287,15 @@ class Rechecks:
         return getattr(self.claim, role).prepare is not None
 
     def before_sample(self, side: str, r: int) -> None:
+        if side == "kernel" and self.perturb and self.inputs is not None:
+            self._perturb()
         if side in self.stale:  # its `prepare` must see the inputs as they are now (untimed)
             self.s.exchange(side, m.Refill(edits=self.take_edits(side) if self.device != "cpu" else []), m.Done)
             self.stale.discard(side)
-        if side != "kernel" or not self.perturb or self.inputs is None:
-            return
+
+    def _perturb(self) -> None:
+        """Change every floating-point input for the next kernel sample, in both sides' copies."""
+        assert self.inputs is not None
         for i, it in enumerate(self.inputs.items):
             kbuf = self.s.operands["kernel"].buffers[i]
             if not isinstance(it, m.TensorItem) or it.dtype not in codec.FLOATING or kbuf is None or not kbuf.nbytes:
@@ -310,9 +314,6 @@ class Rechecks:
             self.edits.append(edit)
             self.perturbed += 1
         self.stale |= {role for role in ("kernel", "baseline") if self._prepared(role)}
-        if "kernel" in self.stale:
-            self.s.exchange("kernel", m.Refill(edits=self.take_edits("kernel") if self.device != "cpu" else []), m.Done)
-            self.stale.discard("kernel")
 
     def take_edits(self, side: str) -> list[m.Edit]:
         out, self.pending[side] = self.pending[side], []
