@@ -4,6 +4,7 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
+from claimbench.run import messages as m
 from claimbench.side import tensors
 from claimbench.side.calls import ClaimCodeError, call_claim_code, mode_depths, normalize_outputs
 
@@ -76,7 +77,7 @@ def test_memfd_round_trip_and_element_edit():
     try:
         mapped = tensors.Mapped(fd, item)
         assert torch.equal(mapped.tensor, t)
-        tensors.set_element(mapped.tensor, 5, bytes.fromhex("0000"))
+        tensors.set_elements(mapped.tensor, m.Edit(operand=0, indices=(5).to_bytes(8, "little").hex(), raw="0000"))
         assert mapped.tensor.view(-1)[5].item() == 0.0
     finally:
         os.close(fd)

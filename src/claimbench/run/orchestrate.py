@@ -137,7 +137,7 @@ def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str
     s.give("baseline", inputs)
     timer = RemoteTimer(s, job.device, hot=job.hot or not cfg.cold, min_block_us=cfg.min_block_us,
                         flush_bytes=flush, l2_reset=l2_reset, coord=coord)
-    hooks = Rechecks(s, claim, params, job.seeds["timing"], timer, perturb=True,
+    hooks = Rechecks(s, claim, params, job.seeds["timing"], timer,
                      calls_per_round=cfg.calls_per_round, device=job.device, coord=coord)
     first_trial = ((found.get("correctness") or {}).get("trials") or [{}])[0]
     hooks.expect_dtypes = [o.get("dtype", "") for o in first_trial.get("outputs") or []] or None

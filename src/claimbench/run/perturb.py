@@ -71,18 +71,20 @@ def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, rng: random.Ra
     """One input's edit for the next sample, from the bytes it holds now (``view``: uint8, C-order)."""
     size = codec.itemsize(item.dtype)
     idx = spread(item.shape, rng)
-    byte_idx = (idx[:, None] * size + np.arange(size)[None, :]).reshape(-1)
-    current = view[byte_idx]
+    current = view[byte_indices(idx, size)]
     vals = new_values(current, item.dtype)
     return m.Edit(operand=operand, indices=idx.astype("<i8").tobytes().hex(), raw=vals.tobytes().hex())
 
 
 def apply_to_bytes(view: np.ndarray, edit: m.Edit, size: int) -> None:
     """Write an edit into a uint8 view of a C-order input (the orchestrator's own pages)."""
-    idx = edit_indices(edit)
-    byte_idx = (idx[:, None] * size + np.arange(size)[None, :]).reshape(-1)
-    view[byte_idx] = np.frombuffer(bytes.fromhex(edit.raw), np.uint8)
+    view[byte_indices(edit_indices(edit), size)] = np.frombuffer(bytes.fromhex(edit.raw), np.uint8)
 
 
 def edit_indices(edit: m.Edit) -> np.ndarray:
     return np.frombuffer(bytes.fromhex(edit.indices), "<i8")
+
+
+def byte_indices(idx: np.ndarray, size: int) -> np.ndarray:
+    """The byte offsets of elements ``idx`` of ``size`` bytes each, element after element."""
+    return (idx[:, None] * size + np.arange(size)[None, :]).reshape(-1)

@@ -51,13 +51,6 @@ class Operands:
     items: list
     prepared: list = field(default_factory=list)
 
-    def write(self, inputs: InputSet) -> None:
-        for buf, raw in zip(self.buffers, inputs.raw):
-            if buf is not None and raw is not None:
-                if raw.size != buf.nbytes:
-                    raise ClaimEnded("error", "make_inputs returned a different size for the same params")
-                buf.view[:] = raw
-
     def close(self) -> None:
         for b in self.buffers:
             if b is not None:

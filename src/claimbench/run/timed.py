@@ -201,10 +201,10 @@ class Rechecks:
     every kernel output of the round read, one drawn afterwards and checked, a census per round."""
 
     def __init__(self, s: ClaimSession, claim, params: dict, seed: int, timer: RemoteTimer, *,
-                 perturb: bool, calls_per_round: int, device: str, coord=None) -> None:
+                 calls_per_round: int, device: str, coord=None) -> None:
         self.coord = coord if coord is not None else Solo()
         self.s, self.claim, self.params, self.seed, self.timer = s, claim, params, seed, timer
-        self.perturb, self.calls_per_round, self.device = perturb, calls_per_round, device
+        self.calls_per_round, self.device = calls_per_round, device
         self.rng = random.SystemRandom()
         self.inputs: Optional[InputSet] = None
         self.edits: list[m.Edit] = []
@@ -287,7 +287,7 @@ class Rechecks:
         return getattr(self.claim, role).prepare is not None
 
     def before_sample(self, side: str, r: int) -> None:
-        if side == "kernel" and self.perturb and self.inputs is not None:
+        if side == "kernel" and self.inputs is not None:
             self._perturb()
         if side in self.stale:  # its `prepare` must see the inputs as they are now (untimed)
             self.s.exchange(side, m.Refill(edits=self.take_edits(side) if self.device != "cpu" else []), m.Done)

@@ -89,22 +89,14 @@ def poison(items: Any) -> None:
 
 def set_elements(t: torch.Tensor, edit) -> None:
     """Apply a perturbation (messages.Edit) to a contiguous tensor: its elements' bytes at once."""
-    import numpy as np
+    from claimbench.run.perturb import byte_indices, edit_indices
 
     es = t.element_size()
-    idx = np.frombuffer(bytes.fromhex(edit.indices), "<i8")
+    idx = edit_indices(edit)
     raw = bytes.fromhex(edit.raw)
     if len(raw) != idx.size * es or (idx.size and (idx.min() < 0 or idx.max() >= t.numel())):
         raise ValueError(f"an edit of {idx.size} elements does not fit operand {edit.operand}")
-    byte_idx = torch.from_numpy((idx[:, None] * es + np.arange(es)[None, :]).reshape(-1).copy()).to(t.device)
+    byte_idx = torch.from_numpy(byte_indices(idx, es).copy()).to(t.device)
     flat = torch.Tensor.view(torch.Tensor.reshape(t, -1), torch.uint8)
     src = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(t.device)
     flat[byte_idx] = src
-
-
-def set_element(t: torch.Tensor, index: int, raw: bytes) -> None:
-    """Write one element's bytes (a perturbation or an edit) into a contiguous tensor."""
-    es = t.element_size()
-    flat = torch.Tensor.view(torch.Tensor.reshape(t, -1), torch.uint8)
-    src = torch.tensor(list(raw), dtype=torch.uint8, device=t.device)
-    torch.Tensor.copy_(flat[index * es:(index + 1) * es], src)
