@@ -71,6 +71,21 @@ correctness: {{method: exact, reference: kernels/cheat/mask_task.py:reference_fp
 claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
 """
 
+# A transpose claim, for the cheat that forges where its output lives: the answer is the input's own
+# bytes under transposed strides, so a forged report of the output's location reads correct values.
+TRANSPOSE = HEAD + """\
+workload:
+  inputs: kernels/cheat/transpose_task.py:make_inputs
+  params: {{rows: 1024, cols: 1024}}
+  check_params: [{{rows: 3, cols: 17}}, {{rows: 1, cols: 1}}]
+  bytes: "8 * rows * cols"
+precision: {{dtype: float32}}
+kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
+baseline: {{name: torch.t, impl: kernels/cheat/transpose_task.py:torch_transpose}}
+correctness: {{method: exact, reference: kernels/cheat/transpose_task.py:reference_fp64, trials: 2}}
+claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
+"""
+
 # `flops` and `properties` are whole YAML lines (with indent and newline) or empty: most cases declare none.
 # `value` is the claimed speedup: 0.01 lets any correct kernel verify, so a cheat must be caught
 # for what it does, not for its number.

@@ -93,9 +93,7 @@ CASES = {
     "lazy_mode": Case("lazy outputs", WRONG, "verified"),
     # watching the watcher
     "watch_trace": Case("watching the watcher", POLICY, "policy", plain=True),
-    "watch_trace_hidden": Case("watching the watcher", WRONG, "verified",
-                               open="with the static rules bypassed, untraced calls may use the forbidden op: a "
-                                    "kernel sees when it is traced; the rules refuse each way it could look"),
+    "watch_trace_hidden": Case("watching the watcher", WRONG, "verified"),  # the tripwire (issue 22)
     "watch_clock": Case("watching the watcher", POLICY, "verified", plain=True),
     "watch_literal": Case("watching the watcher", POLICY, "verified", plain=True),
     "watch_reduce": Case("watching the watcher", POLICY, "verified", plain=True),

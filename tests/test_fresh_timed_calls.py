@@ -5,11 +5,15 @@ Each fixture (tests/fixtures/kernels/cheat/) reached `verified` on the runner be
 the `_hidden` fixtures, off, so what is tested is the process design:
 - result reuse: a matmul recomputing only the rows and columns whose inputs changed;
 - a `prepare` that turned the per-sample perturbation off, with a four-element fingerprint cache;
-- a kernel telling timed calls from checked ones by address and returning a cheaper dtype there.
+- a kernel telling timed calls from checked ones by address and returning a cheaper dtype there;
+- a kernel side holding its null calls, so that the subtraction makes it look faster;
+- a kernel moving its rival into a cgroup with a 10% CPU quota.
 The claimed values are ones only the trick reaches: the honest work runs at about 1x its baseline.
 """
 
 from __future__ import annotations
+
+import os
 
 import pytest
 from cheat_project import MASK, MATMUL, SOFTMAX, make_project, write_claim
@@ -26,7 +30,13 @@ CASES = {
                                       "kernel_extra": ', prepare: "kernels/cheat/prepare_fingerprint.py:prepare"'},
                             {S.REJECTED, S.INCORRECT}),
     "timed_dtype": (MASK, {}, {S.REJECTED, S.INCORRECT}),
+    # bending the clock: the kernel side holds its null calls (rules off only: it patches the side)
+    "inflated_null": (MATMUL, {}, {S.REFUTED, S.INCONCLUSIVE}),
+    # slowing the baseline: its first call moves its siblings into a 10%-quota cgroup (root only)
+    "throttle_rival": (MATMUL, {}, {S.REJECTED}),
 }
+RULES_OFF_ONLY = {"inflated_null", "throttle_rival"}
+CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
 
 
 @pytest.fixture(scope="module")
@@ -46,6 +56,10 @@ def servers(project):
 @pytest.mark.parametrize("name", sorted(CASES))
 def test_stale_or_distinguishable_timed_calls_never_verify(project, servers, name, rules, monkeypatch):
     template, extra, allowed = CASES[name]
+    if name == "throttle_rival" and not (os.geteuid() == 0 and os.access(f"{CGROUP_V1_CPU}/cgroup.procs", os.W_OK)):
+        pytest.skip("needs root and a writable cgroup v1 cpu controller to throttle a process")
+    if rules == "rules-on" and name in RULES_OFF_ONLY:
+        allowed = {S.REJECTED}  # `check` refuses the patch itself
     if rules == "rules-off":
         from claimbench.gate import policy
         monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])
@@ -54,6 +68,13 @@ def test_stale_or_distinguishable_timed_calls_never_verify(project, servers, nam
     opts = RunOptions(results=project / "results", timeout_s=180.0, threads=1, timing=dict(TIMING))
     out = run_one(path, project, detect(project), opts, servers=servers)
     assert out.status != S.VERIFIED, f"{name}: {out.reason}"
-    assert out.status in allowed and not out.reason.startswith("policy"), (out.status, out.reason)
+    assert out.status in allowed, (out.status, out.reason)
+    assert out.reason.startswith("policy") == (rules == "rules-on" and name in RULES_OFF_ONLY), out.reason
+    if name == "throttle_rival" and rules == "rules-off":
+        try:
+            os.rmdir(f"{CGROUP_V1_CPU}/claimbench-fixture-slow")  # its processes are gone with the claim
+        except OSError:
+            pass
+        assert "cgroup" in out.reason, out.reason
     if out.value is not None and not out.reason.startswith("machine busy"):
         assert out.value < 1.5 * 0.95, out.reason  # what the run measured is the honest work's number

@@ -29,7 +29,7 @@ CASES = {
     "lower_precision": ({Status.INCORRECT}, "relative L2"),
     "calls_baseline": ({Status.REJECTED}, "baseline"),
     "getattr_forbidden": ({Status.REJECTED}, "forbidden"),
-    "torch_ops_forbidden": ({Status.REJECTED}, "forbidden op"),
+    "torch_ops_forbidden": ({Status.REJECTED}, ("forbidden op", "which the claim forbids")),
     "patch_timer": ({Status.REJECTED}, ""),
     "slow_baseline": ({Status.REJECTED}, "torch.softmax"),
     "slow_baseline_hidden": ({Status.REJECTED}, ""),
@@ -102,7 +102,7 @@ def test_inflated_bytes_are_rejected(project, hw, servers):
 
 def test_beating_the_physics_floor_is_rejected(project, hw, servers):
     out = _run(project, hw, "beats_floor", "honest", flops='  flops: "1.0e15 * rows"\n', servers=servers)
-    assert out.status == Status.REJECTED and "physics floor" in out.reason
+    assert out.status == Status.REJECTED and "physics floor" in out.reason, (out.status, out.reason)
 
 
 def test_honest_kernel_gets_a_timing_verdict_and_a_record(project, hw, servers):

@@ -35,6 +35,12 @@ def problems(tmp_path: Path, body: str) -> list[str]:
     ("def kernel(x):\n    return helper(x)\n\ndef helper(x):\n    return baseline(x)\n", "baseline"),
     ("def kernel(x):\n    return torch.softmax(x, -1)\n", "forbids"),
     ("def kernel(x):\n    return x.softmax(-1)\n", "forbids"),
+    # issue 22: a forbidden op is matched by what it resolves to, not by its spelling
+    ("def kernel(x):\n    return torch.special.softmax(x, -1)\n", "forbids"),
+    ("def kernel(x):\n    return torch.nn.functional.softmax(x, -1)\n", "forbids"),
+    ("def kernel(x):\n    return torch.ops.aten._softmax.default(x, -1, False)\n", "forbids"),
+    ("def kernel(x):\n    return torch._softmax(x, -1, False)\n", "forbids"),
+    ("from torch.special import softmax as s\ndef kernel(x):\n    return s(x, -1)\n", "forbids"),
     ("def kernel(x):\n    return getattr(torch, 'softmax')(x, -1)\n", "string"),
     ("import time\ndef kernel(x):\n    time.perf_counter = lambda: 0\n    return x\n", "time.perf_counter"),
     ("def kernel(x):\n    torch.softmax = None\n    return x\n", "torch.softmax"),

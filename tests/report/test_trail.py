@@ -73,3 +73,13 @@ def test_record_text_is_terminal_safe(tmp_path):
     text = show_record(path)
     assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
     assert "hardware   H200\ufffd]0;owned\ufffd" in text
+
+
+def test_a_number_without_a_floor_says_none_applied(tmp_path):
+    """Issue 22: a number no physics check stood behind says so, with why."""
+    root = rk.copy_tree(tmp_path / "proj")
+    rec = rk.build(root, "softmax-online", kernel_us=150, baseline_us=240)
+    no_flops = rec.model_copy(update={"floor_us": 0.0, "floor_term": "no flops declared: compute floor 0"})
+    assert "floor      none applied: no flops declared" in show_record(rk.write(root, no_flops))
+    unmeasured = rec.model_copy(update={"floor_us": None, "floor_term": ""})
+    assert "floor      none applied: the claim declares neither" in show_record(rk.write(root, unmeasured))

@@ -42,3 +42,43 @@ def test_differences_name_new_processes_threads_affinity_and_nice():
     text = "; ".join(census.differences({10: a}, changed))
     for word in ("new process 11", "3 to 4 threads", "affinity changed from 0,1 to 1", "nice value changed from 0 to 5"):
         assert word in text, text
+
+
+def test_differences_name_scheduling_cgroup_and_quota_even_for_pinning_only():
+    a = census.ProcessShape(pid=10, threads=2, affinities=((0, 1),), nice=0, sched=((0, 0, 0),),
+                            cgroup="0::/claim", cpu_quota="max 100000")
+    idle = census.ProcessShape(pid=10, threads=2, affinities=((0, 1),), nice=0, sched=((0, 0, 0), (5, 0, 0)),
+                               cgroup="0::/claim", cpu_quota="max 100000")
+    moved = census.ProcessShape(pid=10, threads=2, affinities=((0, 1),), nice=0, sched=((0, 0, 0),),
+                                cgroup="0::/slow", cpu_quota="10000 100000")
+    quota = census.ProcessShape(pid=10, threads=2, affinities=((0, 1),), nice=0, sched=((0, 0, 0),),
+                                cgroup="0::/claim", cpu_quota="10000 100000")
+    assert "scheduling" in " ".join(census.differences({10: a}, {10: idle}, pinning_only=True))
+    assert "moved from cgroup '0::/claim' to '0::/slow'" in " ".join(census.differences({10: a}, {10: moved}))
+    assert "CPU quota changed" in " ".join(census.differences({10: a}, {10: quota}, pinning_only=True))
+
+
+def test_a_thread_given_sched_idle_changes_the_live_shape():
+    """The throttled-rival family (issue 22): SCHED_IDLE on one worker thread is seen from /proc."""
+    import threading
+
+    ready, done = threading.Event(), threading.Event()
+    tid: list[int] = []
+
+    def worker():
+        tid.append(threading.get_native_id())
+        ready.set()
+        done.wait(10)
+
+    t = threading.Thread(target=worker)
+    t.start()
+    ready.wait(10)
+    try:
+        before = census.shape([os.getpid()])
+        os.sched_setscheduler(tid[0], os.SCHED_IDLE, os.sched_param(0))
+        after = census.shape([os.getpid()])
+        assert before[os.getpid()].cgroup == after[os.getpid()].cgroup
+        assert any("scheduling" in d for d in census.differences(before, after, pinning_only=True))
+    finally:
+        done.set()
+        t.join()

@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Optional, Union, cast
 
 from claimbench.gate.srcgraph import closure, module_file, parse, split_ref
+from claimbench.spec import ops
 from claimbench.spec.claim import Claim
 from claimbench.spec.problem import Problem
 
@@ -144,11 +145,14 @@ def _fn_info(path: Path, mtime_ns: int, name: str):
 
 
 def _forbidden_hit(name: str, forbidden: list[str], resolved: bool) -> str | None:
-    """Resolved names (rooted at an import) must match exactly; an attribute on a local value
-    (``x.softmax()``) matches on its last part, since a tensor method is the same op."""
-    last = name.split(".")[-1]
+    """A resolved name (rooted at an import) hits when it is the forbidden name or, rooted at torch,
+    reaches the same op under another spelling (`torch.special.softmax`, `torch.ops.aten._softmax`:
+    spec/ops.py); an attribute on a local value (``x.softmax()``) matches on its op, since a tensor
+    method is the same op."""
     for f in forbidden:
-        if name == f or (not resolved and last == f.split(".")[-1]):
+        if name == f:
+            return f
+        if (not resolved or name.split(".")[0] == "torch") and ops.same_op(name, f):
             return f
     return None
 

@@ -154,8 +154,11 @@ def show_record(path: Path) -> str:
     out += _side("kernel", r.kernel) + _side("baseline", r.baseline)
     if r.protocol:
         out.append("  protocol   " + ", ".join(f"{k} {v}" for k, v in sorted(r.protocol.items())))
-    if r.floor_us is not None:
+    if r.floor_us:
         out.append(f"  floor      {r.floor_us:.4g} us ({r.floor_term})")
+    elif r.value is not None:  # a number no physics check stood behind must say so
+        out.append("  floor      none applied: " + (r.floor_term or "the claim declares neither flops nor bytes, "
+                                                     "or no ceiling was measured"))
     if r.ceilings:
         out.append("  ceilings   " + ", ".join(f"{k} {v}" for k, v in sorted(r.ceilings.items())))
     out.append(f"  correctness {'passed' if c.get('passed') else 'FAILED' if c.get('passed') is False else 'unknown'}"

@@ -1,8 +1,10 @@
 """What the kernel's and the baseline's processes look like, read from /proc by the orchestrator.
 
-Before every timed round each side's processes, threads, CPU affinity and nice value are compared
-with what they were after warm-up: a side that forks a helper, starts a thread, pins itself or its
-rival to other cores, or renices the rival is caught here, from outside, whatever it reports.
+Before every timed round each side's processes, threads, CPU affinity, scheduling (policy,
+priority and nice value of every thread), cgroup and that cgroup's CPU quota are compared with what
+they were after warm-up: a side that forks a helper, starts a thread, pins itself or its rival to
+other cores, renices the rival, gives it SCHED_IDLE or moves it into a throttled cgroup is caught
+here, from outside, whatever it reports.
 """
 
 from __future__ import annotations
@@ -29,7 +31,9 @@ class Stat:
     threads: int
     starttime: int
     rss_pages: int
-    exit_code: Optional[int] = None  # the wait status of a zombie (Linux 3.5+), before it is reaped
+    exit_code: Optional[int] = None
+    rt_priority: int = 0
+    policy: int = 0                  # SCHED_OTHER 0, FIFO 1, RR 2, BATCH 3, IDLE 5, DEADLINE 6  # the wait status of a zombie (Linux 3.5+), before it is reaped
 
 
 def stat(pid: int, tid: Optional[int] = None) -> Optional[Stat]:
@@ -43,7 +47,8 @@ def stat(pid: int, tid: Optional[int] = None) -> Optional[Stat]:
     return Stat(pid=pid, state=rest[0], ppid=int(rest[1]), pgid=int(rest[2]), sid=int(rest[3]),
                 utime_s=int(rest[11]) / CLK_TCK, stime_s=int(rest[12]) / CLK_TCK, nice=int(rest[16]),
                 threads=int(rest[17]), starttime=int(rest[19]), rss_pages=int(rest[21]),
-                exit_code=int(rest[49]) if len(rest) > 49 else None)
+                exit_code=int(rest[49]) if len(rest) > 49 else None,
+                rt_priority=int(rest[37]) if len(rest) > 38 else 0, policy=int(rest[38]) if len(rest) > 38 else 0)
 
 
 def exit_text(status: Optional[int]) -> str:
@@ -115,6 +120,9 @@ class ProcessShape:
     threads: int
     affinities: tuple[tuple[int, ...], ...]  # the distinct CPU sets of its threads
     nice: int
+    sched: tuple[tuple[int, int, int], ...] = ()  # the distinct (policy, rt priority, nice) of its threads
+    cgroup: str = ""
+    cpu_quota: str = ""                           # the cgroup's cpu.max ("" where unreadable)
 
 
 def shape(pids: Iterable[int]) -> dict[int, ProcessShape]:
@@ -125,15 +133,71 @@ def shape(pids: Iterable[int]) -> dict[int, ProcessShape]:
             continue
         tids = threads(pid)
         affs = tuple(sorted({a for a in (affinity(t) for t in tids) if a is not None}))
-        out[pid] = ProcessShape(pid=pid, threads=len(tids), affinities=affs, nice=s.nice)
+        sched = tuple(sorted({(t.policy, t.rt_priority, t.nice) for t in (stat(pid, tid) for tid in tids) if t}))
+        group = cgroup(pid)
+        out[pid] = ProcessShape(pid=pid, threads=len(tids), affinities=affs, nice=s.nice, sched=sched,
+                                cgroup=group, cpu_quota=cpu_quota(group))
+    return out
+
+
+def cgroup(pid: int) -> str:
+    """The process's cgroup path(s), as /proc/<pid>/cgroup lists them."""
+    try:
+        with open(f"/proc/{pid}/cgroup", encoding="utf-8", errors="replace") as f:
+            return ";".join(line.strip() for line in f if line.strip())
+    except OSError:
+        return ""
+
+
+def cpu_quota(group: str) -> str:
+    """The CPU quota of the process's cgroup: cgroup v2's ``cpu.max`` ("max 100000" when there is
+    none) or v1's "cfs_quota_us cfs_period_us" of its cpu controller; "" where neither is readable."""
+    for entry in group.split(";"):
+        _, controllers, path = (entry.split(":", 2) + ["", ""])[:3]
+        if controllers == "":
+            files = [f"/sys/fs/cgroup{path}/cpu.max", f"/sys/fs/cgroup/unified{path}/cpu.max"]
+        elif "cpu" in controllers.split(","):
+            files = [f"/sys/fs/cgroup/{controllers}{path}/cpu.cfs_quota_us", f"/sys/fs/cgroup/cpu{path}/cpu.cfs_quota_us"]
+        else:
+            continue
+        for name in files:
+            try:
+                with open(name, encoding="ascii", errors="replace") as f:
+                    quota = f.read().strip()
+                if name.endswith("cfs_quota_us"):
+                    with open(name.replace("cfs_quota_us", "cfs_period_us"), encoding="ascii", errors="replace") as f:
+                        quota += " " + f.read().strip()
+                return quota
+            except OSError:
+                continue
+    return ""
+
+
+def unlike(shapes: dict[int, ProcessShape], ref: Optional[ProcessShape]) -> list[str]:
+    """Side processes whose cgroup, CPU quota or scheduling policies differ from ``ref``, the fork
+    server's, where no claim code runs: a kernel that moves its rival before the reference shapes
+    are taken (at import, or from a thread started then) is caught by this absolute comparison."""
+    if ref is None:
+        return []
+    out = []
+    policies = {x[0] for x in ref.sched}
+    for pid, sh in sorted(shapes.items()):
+        if sh.cgroup != ref.cgroup:
+            out.append(f"process {pid} is in cgroup {sh.cgroup!r}, not the fork server's {ref.cgroup!r}")
+        elif sh.cpu_quota != ref.cpu_quota:
+            out.append(f"process {pid}'s CPU quota is {sh.cpu_quota!r}, not the fork server's {ref.cpu_quota!r}")
+        if {x[0] for x in sh.sched} - policies:
+            out.append(f"process {pid} has threads under scheduling policies {sorted({x[0] for x in sh.sched})}, "
+                       f"the fork server {sorted(policies)}")
     return out
 
 
 def differences(before: dict[int, ProcessShape], after: dict[int, ProcessShape], *, pinning_only: bool = False
                 ) -> list[str]:
-    """What changed, in words; empty when nothing did. ``pinning_only`` compares affinity and nice
-    alone, for processes in both (the state right after loading, before any claim call: a first
-    call that pins or renices its rival must not become the reference)."""
+    """What changed, in words; empty when nothing did. ``pinning_only`` compares what a side can do
+    to its rival (affinity, scheduling, cgroup, quota) alone, for processes in both (the state right
+    after loading, before any claim call: a first call that pins, renices or throttles its rival
+    must not become the reference)."""
     out = []
     if not pinning_only:
         for pid in sorted(set(after) - set(before)):
@@ -148,6 +212,13 @@ def differences(before: dict[int, ProcessShape], after: dict[int, ProcessShape],
             out.append(f"process {pid}'s CPU affinity changed from {_cpus(b.affinities)} to {_cpus(a.affinities)}")
         if a.nice != b.nice:
             out.append(f"process {pid}'s nice value changed from {b.nice} to {a.nice}")
+        if a.sched != b.sched and not (a.nice != b.nice and {x[:2] for x in a.sched} == {x[:2] for x in b.sched}):
+            out.append(f"process {pid}'s scheduling (policy, real-time priority, nice per thread) changed from "
+                       f"{list(b.sched)} to {list(a.sched)}")
+        if a.cgroup != b.cgroup:
+            out.append(f"process {pid} moved from cgroup {b.cgroup!r} to {a.cgroup!r}")
+        elif a.cpu_quota != b.cpu_quota:
+            out.append(f"process {pid}'s cgroup CPU quota changed from {b.cpu_quota!r} to {a.cpu_quota!r}")
     return out
 
 

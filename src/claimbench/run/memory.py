@@ -59,12 +59,45 @@ def read_buffer(pid: int, buf: m.Buffer) -> np.ndarray:
     return codec.from_bytes(raw, buf.dtype, buf.shape, buf.strides)
 
 
+OPERAND_MEMFD = "claimbench-operand"  # the name every operand memfd of ours carries in /proc/<pid>/maps
+
+
+def mappings(pid: int) -> list[tuple[int, int, str, str]]:
+    """(start, end, permissions, path) of each mapping of process ``pid``, from the kernel's own
+    account (``/proc/<pid>/maps``), which nothing in that process can rewrite."""
+    out = []
+    with open(f"/proc/{pid}/maps", encoding="utf-8", errors="replace") as f:
+        for line in f:
+            parts = line.split(maxsplit=5)
+            lo, hi = (int(x, 16) for x in parts[0].split("-"))
+            out.append((lo, hi, parts[1], parts[5].strip() if len(parts) > 5 else ""))
+    return out
+
+
+def misplaced(pid: int, ptr: int, nbytes: int) -> str:
+    """Why the ``nbytes`` from ``ptr`` in process ``pid`` cannot be a tensor the process computed,
+    or "": they must lie in readable mappings, none of them our operand pages. The span comes from
+    the shape and strides the orchestrator decodes with, never from a storage range the side states."""
+    if not nbytes:
+        return ""
+    lo, hi, covered = ptr, ptr + nbytes, ptr
+    for start, end, perms, path in sorted(mappings(pid)):
+        if end <= lo or start >= hi:
+            continue
+        if path.startswith(f"/memfd:{OPERAND_MEMFD}"):
+            return f"lies in the input pages the orchestrator gave it ({start:#x}-{end:#x})"
+        if start > covered or "r" not in perms:
+            break
+        covered = max(covered, end)
+    return "" if covered >= hi else f"spans {lo:#x}-{hi:#x}, which the process has not mapped readable"
+
+
 class OwnedBuffer:
     """A memfd of ours, mapped here; its descriptor is handed to a side, which maps the same pages."""
 
     def __init__(self, nbytes: int) -> None:
         self.nbytes = nbytes
-        self.fd = os.memfd_create("claimbench-operand", 0)
+        self.fd = os.memfd_create(OPERAND_MEMFD, 0)
         self.mm: Optional[mmap.mmap] = None
         if nbytes:
             os.ftruncate(self.fd, nbytes)

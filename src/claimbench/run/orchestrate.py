@@ -24,6 +24,7 @@ from claimbench.run.protocol import TimingConfig, measure_pair
 from claimbench.run.session import ClaimEnded, ClaimSession
 from claimbench.run.timed import Rechecks, RemoteTimer
 from claimbench.run.trials import run_trials, seed_check
+from claimbench.spec import ops
 
 ROLES: tuple[m.Role, ...] = ("task", "kernel", "baseline")
 
@@ -80,7 +81,13 @@ def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None], *, coo
     except ChannelTimeout as e:
         found.update(outcome="timeout", outcome_reason=f"{e}: no answer within the {job.timeout_s:g} s limit", alone=True)
     except (ChannelClosed, ProtocolError, ReadError) as e:
-        found.update(outcome="error", outcome_reason=_died(s, str(e), job.log_path), alone=True)
+        op = _tripped(s, job.claim)
+        if op:
+            rejections.append(f"the kernel ran forbidden op aten::{op}: the tripwire on it ended the kernel's "
+                              "process (its exit status names the op); a kernel must not use what its claim forbids")
+            found["alone"] = True
+        else:
+            found.update(outcome="error", outcome_reason=_died(s, str(e), job.log_path), alone=True)
     finally:
         os.close(log_fd)
         strays = _detached(s)
@@ -143,6 +150,7 @@ def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str
     hooks.expect_dtypes = [o.get("dtype", "") for o in first_trial.get("outputs") or []] or None
     hooks.max_memory_bytes, hooks.threads = job.max_memory_bytes, job.threads or os.cpu_count() or 1
     hooks.shape_after_load, hooks.settings_after_load = found.pop("_load_reference")
+    hooks.server_shape = census.shape([s.server.host_pid]).get(s.server.host_pid)
     everyone = [p for pids in s.members().values() for p in pids] + [s.server.host_pid, os.getpid()]
     busy0, ncpu = census.machine_busy_s()
     ours0, t0 = census.cpu_seconds(everyone), time.monotonic()
@@ -260,6 +268,27 @@ def _bracket_problems(timer: RemoteTimer, device: str, threads: int = 0) -> list
                 out.append(f"the {side} side spent {statistics.median(gaps):.0f} us per sample outside its CUDA events "
                            f"(bound {bound:.0f} us from null calls): work outside the timed region")
     return out
+
+
+def _tripped(s: ClaimSession, claim) -> Optional[str]:
+    """The forbidden op whose tripwire ended the kernel's process (side/tripwire.py), or None.
+
+    The status is read from /proc while the process is a zombie (the fork server reaps only when
+    told to, after this): the OS writes it, so it is the one report of the kernel's process that
+    the kernel cannot rewrite. Its channel closes a moment before it becomes a zombie, hence the wait."""
+    side = s.sides.get("kernel")
+    forbidden = list(claim.correctness.forbidden)
+    if side is None or not forbidden:
+        return None
+    deadline = time.monotonic() + 2.0
+    while True:
+        st = census.stat(side.pid)
+        if st is None or st.state in ("Z", "X") or time.monotonic() > deadline:
+            break
+        time.sleep(0.01)
+    if st is None or st.state not in ("Z", "X") or st.exit_code is None or st.exit_code & 0x7F:
+        return None  # gone already, still running, or killed by a signal
+    return ops.tripped(forbidden, (st.exit_code >> 8) & 0xFF)
 
 
 def _died(s: ClaimSession, why: str, log_path: Optional[Path]) -> str:

@@ -18,7 +18,7 @@ import numpy as np
 from claimbench.run import census
 from claimbench.run import messages as m
 from claimbench.run.channel import SideFailed
-from claimbench.run.memory import OwnedBuffer, map_readonly, read_buffer, read_remote
+from claimbench.run.memory import OwnedBuffer, map_readonly, misplaced, read_buffer, read_remote
 from claimbench.run.processes import ForkServer, SideProcess
 from claimbench.verify import codec
 
@@ -155,7 +155,33 @@ class ClaimSession:
         bufs = called.outputs
         if any(b.device != "cpu" for b in bufs):
             bufs = self.exchange(role, m.Emit(), m.Outputs)[0].outputs
-        return [self.read(role, b) for b in bufs]
+        return [self.read(role, self.placed(role, i, b)) for i, b in enumerate(bufs)]
+
+    def output_raw(self, role: str, i: int, buf: m.Buffer) -> np.ndarray:
+        """The bytes of output ``i`` as the timed rechecks keep them, placed as `outputs` places them."""
+        return self.read_raw(role, self.placed(role, i, buf))
+
+    def placed(self, role: str, i: int, buf: m.Buffer) -> m.Buffer:
+        """``buf`` once its location is confirmed from outside the kernel's process.
+
+        The report is written in the kernel's process, which can rewrite it (or relay its channel), so
+        it is evidence of nothing: the span is recomputed from the shape and strides the bytes are
+        decoded with, and checked against the process's memory map as the OS keeps it. An output in
+        the operand pages is a view of the inputs, whatever storage range the reply states."""
+        if role != "kernel":
+            return buf
+        side = self.sides[role]
+        if not side.wait_stopped():
+            raise ClaimEnded("error", f"the {role} side did not stop when told to")
+        span = codec.span_bytes(buf.dtype, buf.shape, buf.strides)
+        try:
+            why = misplaced(side.pid, buf.ptr, span)
+        except OSError as e:
+            raise ClaimEnded("error", f"could not read the kernel side's memory map: {e}") from None
+        if why:
+            raise ClaimEnded("rejected", f"the kernel's output {i} {why}; outputs must be tensors the kernel "
+                             "allocated, reported where they are")
+        return buf
 
     def release(self, role: str) -> None:
         self.exchange(role, m.Release(), m.Done)

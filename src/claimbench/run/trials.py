@@ -15,7 +15,7 @@ import numpy as np
 from claimbench.run import messages as m
 from claimbench.run.ranked import tagged
 from claimbench.run.session import ClaimEnded, ClaimSession, InputSet
-from claimbench.verify import accuracy, nullmodels
+from claimbench.verify import accuracy, codec, nullmodels
 
 
 def shapes(claim, measured: bool) -> list[dict]:
@@ -135,12 +135,19 @@ def _operand_bytes(s: ClaimSession, role: str) -> list[Optional[np.ndarray]]:
 
 
 def _aliases(outs: list[m.Buffer], operands: list) -> bool:
-    spans = [(b.storage[0], b.storage[0] + b.storage[1]) for b in operands if b is not None and b.storage[1]]
+    """An output's span (from its shape and strides, as it is decoded) meets an operand's storage
+    or span. The operand pages themselves are checked from outside (`ClaimSession.placed`); this
+    covers what `prepare` made, which lives in the kernel's own memory."""
+    spans = [s for b in operands if b is not None for s in ((b.storage[0], b.storage[0] + b.storage[1]), _span(b))]
     for o in outs:
-        lo, hi = o.storage[0], o.storage[0] + o.storage[1]
-        if o.storage[1] and any(lo < b_hi and b_lo < hi for b_lo, b_hi in spans):
+        lo, hi = _span(o)
+        if hi > lo and any(lo < b_hi and b_lo < hi for b_lo, b_hi in spans if b_hi > b_lo):
             return True
     return False
+
+
+def _span(b: m.Buffer) -> tuple[int, int]:
+    return b.ptr, b.ptr + codec.span_bytes(b.dtype, b.shape, b.strides)
 
 
 def _reference_is_finite(ref: list[np.ndarray], bouts: list[np.ndarray]) -> None:
@@ -164,8 +171,6 @@ def _compare_all(outs, refs, corr, dtypes, expect) -> dict:
 
 def _prepared_answer(prepared: list, inputs: InputSet, ref: list[np.ndarray], corr) -> bool:
     """True when an operand `prepare` made matches a reference output that is not simply an input."""
-    from claimbench.verify import codec
-
     decoded_inputs = [codec.from_bytes(raw, it.dtype, it.shape) for it, raw in zip(inputs.items, inputs.raw)
                       if raw is not None]
     for r in ref:

@@ -86,6 +86,9 @@ def _load(msg: m.Load, role: str) -> tuple[Any, m.Message]:
         handler: Any = TaskSide(resolve, msg)
     else:
         from claimbench.side.caller import CallerSide
+        if role == "kernel":  # before the kernel's modules load: every call of theirs meets it
+            from claimbench.side.tripwire import install
+            install(list(msg.forbidden))
         handler = CallerSide(resolve, msg)
     from claimbench.side.trace import prime
     prime()

@@ -16,27 +16,12 @@ from typing import Any, Callable, Iterable
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
-OP_ALIASES = {
-    "matmul": {"mm", "bmm", "addmm", "matmul", "baddbmm", "addbmm", "_addmm_activation", "linear", "dot", "mv", "addmv"},
-    "mm": {"mm", "addmm", "matmul"},
-    "scaled_dot_product_attention": {"_scaled_dot_product_flash_attention", "_scaled_dot_product_efficient_attention",
-                                     "_scaled_dot_product_attention_math", "scaled_dot_product_attention",
-                                     "_scaled_dot_product_flash_attention_for_cpu", "_scaled_dot_product_cudnn_attention"},
-    "softmax": {"softmax", "_softmax", "_safe_softmax"},
-    "log_softmax": {"log_softmax", "_log_softmax"},
-    "cumsum": {"cumsum", "_cumsum"},
-    "sum": {"sum"},
-    "clone": {"clone"},
-}
+from claimbench.spec import ops
 
 
 def forbidden_ops(names: Iterable[str]) -> set[str]:
-    """aten op names (overload packets, leading underscores kept) a forbidden name stands for."""
-    ops: set[str] = set()
-    for n in names:
-        last = n.split(".")[-1]
-        ops |= OP_ALIASES.get(last, {last, "_" + last})
-    return ops
+    """aten op names (overload packets, leading underscores kept) the forbidden names stand for."""
+    return {op for n in names for op in ops.group(n)}
 
 
 def resolve(dotted: str) -> Any:
