@@ -197,6 +197,21 @@ def test_a_real_claim_writes_its_record_through_run_one(pytester, tmp_path):
 
 
 
+def test_timing_off_checks_a_cpu_claim_and_records_correctness_only(pytester, tmp_path):
+    """The test command's mode: the CPU claim's correctness runs and passes, nothing is timed, and
+    the record says so."""
+    import json
+
+    res = pytester.runpytest("--claims", str(FIX / "claims" / "valid" / "softmax-cpu.yaml"),
+                             "--claims-results", str(tmp_path), "--claims-timing", "off",
+                             "--junitxml", str(tmp_path / "j.xml"), "-p", "no:cacheprovider")
+    res.assert_outcomes(passed=1)
+    rec = json.loads(next((tmp_path / "records" / "softmax-cpu").glob("*.json")).read_text())
+    assert rec["mode"] == "correctness-only" and rec["verdict"] == "skipped" and rec["value"] is None
+    assert "timing not run: correctness only" in rec["reason"] and rec["correctness"]["passed"] is True
+    assert "not measured: timing not run" in (tmp_path / "j.xml").read_text()
+
+
 def test_a_cpu_check_that_could_not_run_fails_its_item_and_one_that_passed_passes(pytester, tmp_path):
     """No fakes: a GPU claim on this CPU machine passes when its interpreted check passed, and the
     planted fault (a kernel module that raises at import) fails, never skips."""

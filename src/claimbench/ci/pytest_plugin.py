@@ -71,8 +71,9 @@ def pytest_addoption(parser) -> None:
     g = parser.getgroup("claimbench", "claimbench: claims as tests")
     g.addoption("--claims", action="append", default=None, metavar="PATH",
                 help="collect the claim files under PATH as test items (repeatable)")
-    g.addoption("--claims-timing", "--timing", dest="claims_timing", choices=("gate", "report"), default="gate",
-                help="'report' lets refuted/inconclusive timing verdicts pass with a warning")
+    g.addoption("--claims-timing", "--timing", dest="claims_timing", choices=("gate", "report", "off"), default="gate",
+                help="'report' lets refuted/inconclusive timing verdicts pass with a warning; 'off' checks every "
+                     "claim's correctness at its check shapes and times none (CI's mode: timing is the main job's)")
     g.addoption("--claims-changed-since", "--changed-since", dest="claims_changed_since", metavar="REF", default=None,
                 help="only the claims whose claim file or imported project files changed since git REF")
     g.addoption("--claims-hardware-only", "--hardware-only", dest="claims_hardware_only", action="store_true",
@@ -284,7 +285,8 @@ class ClaimItem(pytest.Item):
         assert st is not None  # claim items are collected only while the plugin is on
         st.ran += 1
         opts = runner.RunOptions(results=st.results, timeout_s=st.timeout_s, hardware_only=st.hardware_only,
-                                 timing={k: v for k, v in st.run_timing.items() if v is not None})
+                                 timing={k: v for k, v in st.run_timing.items() if v is not None},
+                                 correctness_only=st.timing == "off")
         out = runner.run_one(self.path, st.root, st.hw, opts, listing=st.listing, servers=_servers(st, opts))
         self.user_properties += [
             ("claim_id", out.claim_id), ("verdict", out.status.value), ("reason", out.reason),
