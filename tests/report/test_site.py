@@ -200,3 +200,30 @@ def test_chromium_renders_the_index_a_claim_page_and_the_rooflines(site, tmp_pat
         shot = tmp_path / f"{page.stem}.png"
         _chromium(f"--screenshot={shot}", "--window-size=1200,1600", page.as_uri())
         assert shot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and shot.stat().st_size > 20_000, page.name
+
+
+def test_site_never_clears_a_folder_it_did_not_write(tmp_path):
+    """Issue 25: `site --out .` deleted claims/, `--out results` every record. Now a folder that
+    holds project data, or files without the marker, is refused (exit 2) and left as it was."""
+    from claimbench.cli import main
+    from claimbench.errors import UsageError
+
+    root, _ = rk.standard_tree(tmp_path / "proj")
+    claims_before = sorted(p.name for p in (root / "claims").iterdir())
+    records_before = sorted(str(p) for p in (root / "results" / "records").rglob("*.json"))
+    for out in (root, root / "results", root / "results" / "records"):
+        with pytest.raises(UsageError, match="claims or records"):
+            build_site(root, out)
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "notes.txt").write_text("keep me")
+    (mine / "claims").mkdir()
+    with pytest.raises(UsageError, match="did not write"):
+        build_site(root, mine)
+    assert (mine / "notes.txt").read_text() == "keep me" and (mine / "claims").is_dir()
+    assert sorted(p.name for p in (root / "claims").iterdir()) == claims_before
+    assert sorted(str(p) for p in (root / "results" / "records").rglob("*.json")) == records_before
+    assert main(["--root", str(root), "site", "--out", str(root)]) == 2
+    built = build_site(root, tmp_path / "fresh")
+    assert (built.parent / ".claimbench-site").is_file()
+    build_site(root, tmp_path / "fresh")  # an earlier build is replaced

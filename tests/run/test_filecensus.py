@@ -32,3 +32,24 @@ def test_an_overwrite_hidden_with_utime_and_a_planted_record_are_found_and_undon
     assert left == []
     assert rec.read_text() == '{"value": 1.0}' and not planted.exists()
     assert list((tmp_path / "results" / ".quarantine").rglob("forged.json"))
+
+
+def test_an_uncommitted_edit_made_before_the_run_survives_and_the_changed_version_is_kept(tmp_path):
+    """Issue 25: the undo puts a file back as it was when the run began, not as HEAD has it, and
+    keeps the version the window left (a hand edit meanwhile cannot be told from the claim's)."""
+    rec = _repo(tmp_path)
+    rec.write_text('{"value": 2.0, "edited": "by hand, not committed"}')
+    before = filecensus.snapshot(tmp_path)
+    backup = filecensus.Backup(tmp_path)
+    try:
+        backup.refresh(before)
+        rec.write_text('{"value": 99.0}')
+        changed, new, removed = filecensus.changes(before, filecensus.snapshot(tmp_path))
+        assert changed == [str(rec)]
+        left = filecensus.undo(tmp_path, changed, new, removed, tmp_path / "results" / ".quarantine", backup)
+    finally:
+        backup.close()
+    assert left == []
+    assert rec.read_text() == '{"value": 2.0, "edited": "by hand, not committed"}'
+    kept = list((tmp_path / "results" / ".quarantine").rglob("r.json"))
+    assert len(kept) == 1 and kept[0].read_text() == '{"value": 99.0}'

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 from claimbench.errors import EXIT_FAILED, EXIT_OK
+from claimbench.run.lock import project_writes
 from claimbench.spec.project import find_root
 
 
@@ -26,7 +27,8 @@ def run(args) -> int:
     root = find_root(args.root)  # the project in the cwd: artifacts may be unpacked anywhere
     sources = [Path(p) for p in args.paths] or [root / "results" / "runs"]
     results = Path(args.results) if args.results else root / "results"
-    report = ingest(root, sources, results, dry_run=args.dry_run)
+    with project_writes(root, say=lambda line: print(line, file=sys.stderr)):
+        report = ingest(root, sources, results, dry_run=args.dry_run)
     verb = "would ingest" if args.dry_run else "ingested"
     for _src, dest in report.ingested:
         print(f"{verb} {dest}")

@@ -7,6 +7,7 @@ import sys
 from pathlib import Path
 
 from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
+from claimbench.run.lock import project_writes
 from claimbench.spec.project import find_root
 
 
@@ -42,8 +43,9 @@ def run(args) -> int:
     from claimbench.report.publish import publish
 
     root, list_path, results = paths(args)
-    plan = publish(root, list_path, results, allow_dirty=args.allow_dirty,
-                   max_per_entry=args.max_per_entry, dry_run=args.dry_run)
+    with project_writes(root, say=lambda line: print(line, file=sys.stderr)):
+        plan = publish(root, list_path, results, allow_dirty=args.allow_dirty,
+                       max_per_entry=args.max_per_entry, dry_run=args.dry_run)
     for line in plan.lines(dry_run=args.dry_run):
         print(line, file=sys.stderr if line.startswith("  !") else sys.stdout)
     if args.dry_run and plan.changed:

@@ -82,6 +82,7 @@ def build_site(root: Path, out_dir: Path, *, list_path: Optional[Path] = None,
     if records_url is not None and not safe_url(records_url):
         from claimbench.errors import UsageError
         raise UsageError(f"--records-url {records_url!r}: must be an http(s) URL")
+    _own(out, root, results_dir)
     for stale in ("claims", "records"):  # pages and copies of an earlier build
         shutil.rmtree(out / stale, ignore_errors=True)
     for svg in [*out.glob("roofline-*.svg"), *out.glob("bandwidth-*.svg")]:
@@ -124,6 +125,27 @@ def build_site(root: Path, out_dir: Path, *, list_path: Optional[Path] = None,
     _index(env, out, listing, text, numbers, checked, links)
     (out / "style.css").write_bytes(resources.files("claimbench").joinpath("templates").joinpath("style.css").read_bytes())
     return out / "index.html"
+
+
+MARKER = ".claimbench-site"  # in every folder `site` wrote: the one kind of folder it clears
+
+
+def _own(out: Path, root: Path, results_dir: Path) -> None:
+    """Refuse an output folder `site` did not make: it deletes its earlier pages there, and a
+    folder holding the project's claims or records (`--out .`, `--out results`) must never lose them.
+    An empty or new folder gets the marker; one with the marker is an earlier build."""
+    from claimbench.errors import UsageError
+
+    o = out.resolve()
+    guarded = [Path(root).resolve(), Path(results_dir).resolve(), (Path(results_dir) / "records").resolve()]
+    if any(o == g or g.is_relative_to(o) for g in guarded):
+        raise UsageError(f"--out {out}: holds the project's claims or records; choose a folder of its own "
+                         f"(default {Path(results_dir) / 'site'})")
+    if o.is_dir() and any(o.iterdir()) and not (o / MARKER).is_file():
+        raise UsageError(f"--out {out}: the folder holds files `claimbench site` did not write (no {MARKER} "
+                         "marker), which a rebuild would delete; choose an empty folder or an earlier site's")
+    o.mkdir(parents=True, exist_ok=True)
+    (o / MARKER).write_text("written by claimbench site; a rebuild replaces what it wrote here\n", encoding="utf-8")
 
 
 def _index(env, out: Path, listing, text: str, numbers: list, checked: dict, links: Links) -> None:

@@ -3,9 +3,12 @@
 Without bubblewrap the claim's code runs with the user's rights and can write anywhere the user
 can. The run cannot prevent that, but it can notice and undo it: before the claim, the inode, size
 and times (ctime cannot be set back with `os.utime`) of every file under the project are noted;
-after the claim's processes are gone, a changed file is put back (from git when it is tracked,
-from a copy the run took when it is not: the records of local runs are evidence `ingest` trusts),
-a planted file is moved to results/.quarantine, and the claim ends as `error` naming them.
+after the claim's processes are gone, a changed file is put back as it was when the run began
+(from the run's own copy when git does not track it or it held uncommitted edits, from git when it
+matched HEAD), the changed version is kept in results/.quarantine so that nothing is lost (a hand
+edit made during the window cannot be told from the claim's), a planted file is moved there too,
+and the claim ends as `error` naming them. The commands that write into the project take the
+project lock (run/lock.py), so their writes never fall inside a claim's window.
 """
 
 from __future__ import annotations
@@ -62,8 +65,9 @@ BACKUP_MAX_BYTES = 256 << 20
 
 
 class Backup:
-    """Copies of the files git does not track, taken once and kept up to date, so a claim that
-    rewrites one can be undone; past BACKUP_MAX_BYTES a changed file is quarantined instead."""
+    """Copies of the files git does not track or that hold uncommitted edits, taken once and kept up
+    to date, so a claim that rewrites one can be undone to what it was, never to HEAD; past
+    BACKUP_MAX_BYTES a changed file is quarantined instead."""
 
     def __init__(self, root: Path) -> None:
         import tempfile
@@ -78,7 +82,7 @@ class Backup:
         """Copy what is new or changed since the last refresh (the runner's own new records)."""
         import stat
 
-        tracked = _tracked(self.root)
+        tracked = _tracked(self.root) - _dirty(self.root)
         for path, st in snap.items():
             if not stat.S_ISREG(st[4]) or self.kept.get(path) == st:
                 continue
@@ -111,19 +115,22 @@ class Backup:
 
 def undo(root: Path, changed: list[str], planted: list[str], removed: list[str], quarantine: Path,
          backup: "Backup | None" = None) -> list[str]:
-    """Restore what git or the backup knows, quarantine the rest; returns what could not be undone."""
+    """Put back what the run's copy or git knows, as it was when the run began, keeping each changed
+    version in the quarantine; quarantine the rest; returns what could not be undone."""
     left = []
     tracked = _tracked(root)
+    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     for p in changed + removed:
         rel = os.path.relpath(p, root)
-        if rel in tracked and _restore(root, rel):
-            continue
+        if p in changed:
+            _keep(p, quarantine / stamp / rel)
         if backup is not None and backup.restore(p):
+            continue
+        if rel in tracked and (backup is None or p not in backup.where) and _restore(root, rel):
             continue
         left.append(rel)
         if os.path.exists(p):  # a rewritten copy must not stay where ingest or publish would read it
             planted.append(p)
-    stamp = time.strftime("%Y%m%dT%H%M%SZ", time.gmtime())
     for p in sorted(planted, key=len, reverse=True):
         rel = os.path.relpath(p, root)
         dest = quarantine / stamp / rel
@@ -133,6 +140,24 @@ def undo(root: Path, changed: list[str], planted: list[str], removed: list[str],
         except OSError:
             left.append(rel)
     return left
+
+
+def _keep(path: str, dest: Path) -> None:
+    """A copy of the changed version, so that a hand edit made during the window is not lost."""
+    try:
+        dest.parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(path, dest)
+    except OSError:
+        pass
+
+
+def _dirty(root: Path) -> set[str]:
+    """Tracked files whose content differs from HEAD (staged or not): git cannot give them back."""
+    try:
+        r = subprocess.run(["git", "-C", str(root), "diff", "HEAD", "--name-only", "-z"], capture_output=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired):
+        return set()
+    return set(r.stdout.decode("utf-8", "replace").split("\0")) - {""} if r.returncode == 0 else set()
 
 
 def _tracked(root: Path) -> set[str]:

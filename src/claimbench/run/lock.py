@@ -5,7 +5,9 @@ Two claims measured at once share the cores, so each would see the other as load
 sandbox the file census that undoes a claim's writes would take the other run's new record for a
 planted one. A lock per project (a file in the system's temporary folder, named after the project's
 path, so a read-only project can still be locked) orders them instead; each still writes its own
-record and log.
+record and log. The commands that write into the project (`ingest`, `publish`, `new`, `site`)
+take the same lock, so their writes never fall inside a claim's window, where the census would
+take them for the claim's and undo them.
 """
 
 from __future__ import annotations
@@ -29,6 +31,26 @@ def one_claim_at_a_time(root: Path) -> Iterator[None]:
 
     with open(lock_path(root), "a") as f:
         fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextmanager
+def project_writes(root: Path, say=None) -> Iterator[None]:
+    """The project lock for a command that writes into the project; says once, in one line, that it
+    waits when a claim holds it."""
+    import fcntl
+
+    with open(lock_path(root), "a") as f:
+        try:
+            fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if say is not None:
+                say("waiting for the claim being measured in this project to finish (a `claimbench run` holds the "
+                    "project lock; writes made during its window would be taken for the claim's)")
+            fcntl.flock(f, fcntl.LOCK_EX)
         try:
             yield
         finally:

@@ -1,0 +1,39 @@
+"""The project lock: commands that write into the project wait while a claim is measured."""
+
+import subprocess
+import sys
+import textwrap
+import time
+
+from claimbench.run.lock import lock_path, project_writes
+
+
+def test_a_writing_command_waits_for_the_claim_and_says_so_in_one_line(tmp_path):
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import sys, time
+        from pathlib import Path
+        from claimbench.run.lock import one_claim_at_a_time
+        with one_claim_at_a_time(Path({str(tmp_path)!r})):
+            print("held", flush=True)
+            time.sleep(1.0)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        said: list[str] = []
+        t0 = time.monotonic()
+        with project_writes(tmp_path, say=said.append):
+            waited = time.monotonic() - t0  # the holder sleeps 1 s with the lock: the write began after it
+        assert len(said) == 1 and "waiting for the claim" in said[0]
+        assert waited > 0.5, waited
+    finally:
+        holder.wait(10)
+        if holder.stdout is not None:
+            holder.stdout.close()
+    assert lock_path(tmp_path).exists()
+
+
+def test_an_unheld_lock_is_taken_silently(tmp_path):
+    said: list[str] = []
+    with project_writes(tmp_path, say=said.append):
+        pass
+    assert said == []
