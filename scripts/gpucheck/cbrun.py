@@ -39,7 +39,9 @@ def run_claim(ctx: Ctx, claim: Path, results: Path, budget: ClaimBudget, *, root
     root = Path(root or ctx.root)
     cmd = [ctx.python, "-m", "claimbench", "--root", str(root), "run", str(claim), "--results", str(results),
            "--format", "json", "--timeout-s", str(budget.timeout_s), "--max-time-s", str(budget.max_time_s),
-           "--warmup-s", str(budget.warmup_s)]
+           "--warmup-s", str(budget.warmup_s),
+           # the ceilings stage measured into this folder: without it each claim re-measures in its own budget
+           "--ceilings", str(Path(ctx.results) / ".cache")]
     p = run_cmd(cmd, timeout_s=budget.hard_s, cwd=root, log=log)
     got = parse_outcomes(p.out)
     if got:

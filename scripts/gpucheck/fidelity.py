@@ -20,7 +20,7 @@ import shutil
 import statistics
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import Any, Optional
 
 from .stage_io import Ctx, fmt, run_cmd, say, tail, write_result
 
@@ -60,17 +60,21 @@ def ratio_ok(r: Optional[float], target: float) -> Optional[bool]:
 
 
 def _claimbench_us(fn, device: str, warmup_s: float, max_time_s: float, hw_gpu: dict) -> dict:
-    from claimbench.run.protocol import TimingConfig, make_timer, measure_pair
+    """claimbench's own timers on ``fn``, in this process: the CUDA timer the sides use (what the
+    fidelity stage checks against independent clocks), or the CPU timer on a CPU rehearsal."""
+    from claimbench.run.protocol import CpuTimer, TimingConfig, measure_pair
     cfg = TimingConfig.for_device(device, warmup_s=warmup_s, max_time_s=max_time_s)
-    kw: dict = {}
+    timer: Any
     if device == "cuda":
         import torch
 
         from claimbench.machine.detect import Nvml
-        kw = {"l2_bytes": int(torch.cuda.get_device_properties(0).L2_cache_size), "nvml": Nvml.open()}
-        if hw_gpu.get("max_sm_clock_mhz"):
-            kw["max_sm_clock_mhz"] = hw_gpu["max_sm_clock_mhz"]
-    timer = make_timer(device, cfg, **kw)
+        from claimbench.side.cuda_timer import CudaEventTimer
+        timer = CudaEventTimer(l2_bytes=int(torch.cuda.get_device_properties(0).L2_cache_size), hot=False,
+                               flush_bytes=None, device_index=0, nvml=Nvml.open(),
+                               max_sm_clock_mhz=hw_gpu.get("max_sm_clock_mhz"))
+    else:
+        timer = CpuTimer(min_block_us=cfg.min_block_us)
     pair = measure_pair(fn, fn, timer, cfg)
     k, b = pair.kernel, pair.baseline
     return {"median_us": k.median_us, "other_side_us": b.median_us, "samples": len(k.samples_us),
