@@ -8,6 +8,7 @@ import pytest
 import recordkit as rk
 
 from claimbench.cli import main
+from claimbench.report import publish as publish_mod
 
 
 @pytest.fixture
@@ -82,3 +83,19 @@ def test_site_command_wiring(root, capsys, monkeypatch):
     assert seen["out"] == root / "results" / "site" and seen["list_path"] == root / "LIST.md"
     assert seen["records_url"] is None
     assert capsys.readouterr().out.strip() == f"site written: {root / 'results' / 'site' / 'index.html'}"
+
+
+@pytest.mark.parametrize("argv,phrase", [
+    (["publish", "--results", "resuls"], "no such folder"),
+    (["publish", "--max-per-entry", "-1"], "must be 1 or more"),
+    (["audit", "--results", "resuls"], "no such folder"),
+])
+def test_a_usage_error_changes_nothing(tmp_path, argv, phrase, capsys):
+    """Issue 25: `publish --results resuls` took every number off and rewrote LIST.md; a negative
+    count was accepted. A usage error is exit 2 and leaves every file as it was."""
+    root, _ = rk.standard_tree(tmp_path / "proj")
+    publish_mod.publish(root, root / "LIST.md", root / "results")
+    before = {p: p.read_bytes() for p in root.rglob("*") if p.is_file()}
+    assert main(["--root", str(root), *argv]) == 2
+    assert phrase in capsys.readouterr().err
+    assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before

@@ -151,3 +151,25 @@ def test_outside_a_git_repository_is_a_usage_error(tmp_path, capsys):
     root = rk.copy_tree(tmp_path / "plain")
     assert main(["--root", str(root), "ingest", str(root)]) == 2
     assert "not a git repository" in capsys.readouterr().err
+
+
+def test_links_fifos_and_huge_files_are_refused_without_hanging(project, tmp_path):
+    """Issue 25: a symlink to /dev/zero (MemoryError), a FIFO (a hang), a 2 GiB sparse file
+    (SIGSEGV) and a link to a record outside the folder (followed): each one refused line now."""
+    import os
+
+    root, commit = project
+    made = _fleet(tmp_path, root, commit)
+    bad = tmp_path / "bad"
+    bad.mkdir()
+    (bad / "zero.json").symlink_to("/dev/zero")
+    os.mkfifo(bad / "fifo.json")
+    with open(bad / "sparse.json", "wb") as f:
+        f.truncate(2 << 30)
+    (bad / "outside.json").symlink_to(made["h200"])
+    report = ingest(root, [bad], root / "results")
+    assert report.ingested == []
+    why = {Path(p.path).name: p.message for p in report.refused}
+    assert set(why) == {"zero.json", "fifo.json", "sparse.json", "outside.json"}, why
+    assert "symlink" in why["zero.json"] and "symlink" in why["outside.json"]
+    assert "not a regular file" in why["fifo.json"] and "limit" in why["sparse.json"]

@@ -23,6 +23,9 @@ def paths(args) -> tuple[Path, Path, Path]:
     results = Path(args.results) if getattr(args, "results", None) else root / "results"
     if not list_path.is_file():
         raise UsageError(f"{list_path}: no such list file")
+    if getattr(args, "results", None) and not results.is_dir():
+        # a mistyped folder would read as "no records": every number would come off the list
+        raise UsageError(f"--results {args.results}: no such folder; name the results folder (default: results/)")
     return root, list_path, results
 
 
@@ -42,6 +45,8 @@ def register(sub) -> None:
 def run(args) -> int:
     from claimbench.report.publish import publish
 
+    if args.max_per_entry < 1:
+        raise UsageError(f"--max-per-entry {args.max_per_entry}: must be 1 or more (numbers shown per entry)")
     root, list_path, results = paths(args)
     with project_writes(root, say=lambda line: print(line, file=sys.stderr)):
         plan = publish(root, list_path, results, allow_dirty=args.allow_dirty,

@@ -20,6 +20,7 @@ from functools import partial
 from pathlib import Path
 from typing import Callable, Optional
 
+from claimbench.spec.bounded import UnreadableFile, read_text
 from claimbench.spec.listing import Entry, ListError, parse_list, read_region
 from claimbench.spec.problem import Problem
 from claimbench.stats.status import Status
@@ -139,9 +140,9 @@ def _check_claim_files(root: Path, list_path: Path) -> Optional[dict]:
     from claimbench.report.standing import Hashes
 
     try:
-        text = list_path.read_bytes().decode("utf-8")
+        text = read_text(list_path, what="list")
         listing = parse_list(text, str(list_path))
-    except (OSError, UnicodeDecodeError, ListError):
+    except (UnreadableFile, ListError):
         return None  # _audit_list reports the list itself
     files = discover([], root)
     hashes = Hashes(root)
@@ -173,13 +174,13 @@ def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entr
     list_problems: list[Problem] = []
     listing = plan = None
     try:
-        text = list_path.read_bytes().decode("utf-8")
+        text = read_text(list_path, what="list")
         listing = parse_list(text, shown_list)
         plan = plan_for(text)
     except ListError as e:
         list_problems.append(Problem(shown_list, e.line, "list", str(e).removeprefix(f"{e.path}:{e.line}: ")))
-    except (OSError, UnicodeDecodeError) as e:
-        list_problems.append(Problem(shown_list, 1, "list", f"cannot read the list: {e}"))
+    except UnreadableFile as e:
+        list_problems.append(Problem(shown_list, 1, "list", f"cannot read the list: {str(e).removeprefix(f'{list_path}')}"))
     if plan is None:  # the records are judged all the same, against a list with no entries
         plan = plan_for("")
     problems = _record_problems(shown_results, intrinsic, plan, strays, tracked or {})

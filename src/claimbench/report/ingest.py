@@ -24,7 +24,7 @@ from typing import Iterable, Optional, Union
 from claimbench.errors import UsageError
 from claimbench.spec.problem import Problem
 from claimbench.store.jsonio import loads_json
-from claimbench.store.record import MIN_PROTOCOL_VERSION, Record, RecordError, parse_record
+from claimbench.store.record import MIN_PROTOCOL_VERSION, Record, RecordError, parse_record, read_record_bytes
 
 _COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
 _NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.json$")
@@ -117,7 +117,7 @@ def _one_line(text: str) -> str:
 
 def _read(path: Path) -> Union[_Candidate, Problem]:
     try:
-        raw = path.read_bytes()
+        raw, _ = read_record_bytes(path)
         rec = parse_record(loads_json(raw), str(path))
     except OSError as e:
         return _refuse(path, "file", f"cannot read: {e.strerror or e}")

@@ -34,6 +34,7 @@ from claimbench.report.standing import (  # noqa: F401 (re-exported)
     show_order,
     superseded,
 )
+from claimbench.spec.bounded import read_text
 from claimbench.spec.display import dtype_short, format_number
 from claimbench.spec.listing import Entry, Listing, apply, parse_list, read_region
 from claimbench.spec.problem import Problem
@@ -131,7 +132,7 @@ def plan(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = 
     results_dir = Path(results_dir)
     index = read_index(results_dir)
     if text is None:
-        text = Path(list_path).read_bytes().decode("utf-8")
+        text = read_text(list_path, what="list")
     from claimbench.store.provenance import changed_tracked_records
 
     return build_plan(root, list_path, results_dir, text, index.summaries, allow_dirty=allow_dirty,
@@ -287,7 +288,7 @@ def publish(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool
     list_path = Path(list_path)
     if not dry_run:
         clean_temps(list_path)
-    before = list_path.read_bytes()
+    before = read_text(list_path, what="list").encode("utf-8")
     st = os.stat(list_path)
     p = plan(root, list_path, results_dir, allow_dirty=allow_dirty, max_per_entry=max_per_entry,
              text=before.decode("utf-8"), now=now)

@@ -25,6 +25,7 @@ from claimbench.report.publish import plan
 from claimbench.report.sitemd import clean, render, safe_url
 from claimbench.report.siteplots import number
 from claimbench.report.siteview import claim_view, number_view, roofline_sections
+from claimbench.spec.bounded import read_text
 from claimbench.spec.listing import parse_list
 from claimbench.store.index import Summary, read_index
 from claimbench.store.record import Record, RecordError, load_record
@@ -90,7 +91,7 @@ def build_site(root: Path, out_dir: Path, *, list_path: Optional[Path] = None,
     (out / "claims").mkdir(parents=True, exist_ok=True)
     env = _environment()
     links = Links(out, results_dir, records_url)
-    text = list_path.read_text(encoding="utf-8")
+    text = read_text(list_path, what="list")
     listing = parse_list(text, str(list_path))
     p = plan(root, list_path, results_dir)
     summaries = read_index(results_dir).summaries

@@ -6,6 +6,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from claimbench.errors import UsageError, UserError
+from claimbench.spec.bounded import read_text
 
 
 def find_root(explicit: Optional[str], paths: Iterable[str] = ()) -> Path:
@@ -33,6 +34,6 @@ def load_listing(root: Path, list_path: Optional[str] = None):
             raise UsageError(f"{list_path}: no such list file")
         return None
     try:
-        return parse_list(path.read_text(encoding="utf-8"), str(path.relative_to(root) if path.is_relative_to(root) else path))
+        return parse_list(read_text(path, what="list"), str(path.relative_to(root) if path.is_relative_to(root) else path))
     except ListError as e:
         raise UserError(f"{path}: {e}") from None

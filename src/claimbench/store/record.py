@@ -13,12 +13,10 @@ someone else may have written.
 
 from __future__ import annotations
 
-import errno
 import hashlib
 import math
 import os
 import re
-import stat
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any, Optional, TypeGuard
@@ -26,6 +24,7 @@ from typing import Any, Optional, TypeGuard
 from pydantic import BaseModel, ConfigDict, Field
 
 from claimbench.errors import UserError
+from claimbench.spec.bounded import UnreadableFile, read_with_stat
 from claimbench.stats.precision import evidence_fields
 from claimbench.stats.verdict import Evidence, Samples
 from claimbench.store.jsonio import loads_json
@@ -284,37 +283,13 @@ def parse_record(data: Any, where: str) -> Record:
 
 
 def read_record_bytes(path: str | Path, where: Optional[str] = None) -> tuple[bytes, os.stat_result]:
-    """A record file's bytes and stat, through one descriptor: only a regular file (never a
-    symlink, device or FIFO), and only up to MAX_RECORD_BYTES, checked before reading."""
-    where = where or str(path)
+    """A record file's bytes and stat, through the one bounded reader (spec/bounded.py): a regular
+    file only (never a symlink, device or FIFO), up to MAX_RECORD_BYTES, checked before reading."""
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0)
-                     | getattr(os, "O_CLOEXEC", 0))
-    except OSError as e:
-        if e.errno in (errno.ELOOP, errno.EMLINK):  # O_NOFOLLOW on a symlink (EMLINK on FreeBSD)
-            raise RecordError(f"{where}: a symlink; records are regular files, never links") from None
-        raise RecordError(f"{where}: cannot read record ({e.strerror or e})") from None
-    try:
-        st = os.fstat(fd)
-        if not stat.S_ISREG(st.st_mode):
-            raise RecordError(f"{where}: not a regular file; a record is a JSON file")
-        if st.st_size > MAX_RECORD_BYTES:
-            raise RecordError(f"{where}: {st.st_size} bytes, over the {MAX_RECORD_BYTES >> 20} MiB limit "
-                              "for a record; refused unread")
-        raw = os.read(fd, st.st_size + 1)  # one more byte than fstat says: a growing file reads on
-        if len(raw) > st.st_size:
-            chunks, total = [raw], len(raw)
-            while chunk := os.read(fd, 1 << 20):
-                chunks.append(chunk)
-                total += len(chunk)
-                if total > MAX_RECORD_BYTES:
-                    raise RecordError(f"{where}: grew past the {MAX_RECORD_BYTES >> 20} MiB limit while read")
-            raw = b"".join(chunks)
-        return raw, st
-    except OSError as e:
-        raise RecordError(f"{where}: cannot read record ({e.strerror or e})") from None
-    finally:
-        os.close(fd)
+        return read_with_stat(path, limit=MAX_RECORD_BYTES, what="record")
+    except UnreadableFile as e:
+        msg = str(e).removeprefix(str(path))
+        raise RecordError(f"{where or path}{msg}") from None
 
 
 def load_record(path: Path) -> Record:
