@@ -81,6 +81,13 @@ def run(args) -> int:
                       max_memory_bytes=int(args.max_memory * (1 << 30)) if args.max_memory else None,
                       node_rank=args.node_rank, master_addr=args.master_addr, master_port=args.master_port)
 
+    if args.sandbox == "auto":
+        from claimbench.run.sandbox import bwrap_works
+        works, why = bwrap_works()
+        if not works:  # said once, before any claim's code runs: it runs with the user's rights
+            print(f"claimbench: no sandbox: {why}; the claims' code runs with your rights, and their numbers are "
+                  "labelled 'no sandbox' (README: What a run does not catch)", file=sys.stderr)
+
     def select(found, hw):
         from claimbench.ci.options import select_for_ci
         return select_for_ci(args, found, root, hw)

@@ -50,7 +50,8 @@ def launch(job: Job, ranks: int, nodes: Nodes, sandbox: str, run_id: str,
         argv += ["-m", "claimbench.run.ranks", str(out)]
         log = open(out / "launcher.log", "wb")
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-                                cwd=str(job.root), start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+                                cwd=str(job.root), start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1",
+                                                                                    "CLAIMBENCH_RUN_PID": str(os.getpid())})
         timed_out = _wait(proc, out, ranks, job.timeout_s + 60.0, say)
         log.close()
         _keep_logs(out, job.log_path)

@@ -151,7 +151,7 @@ def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str
     hooks.max_memory_bytes, hooks.threads = job.max_memory_bytes, job.threads or os.cpu_count() or 1
     hooks.shape_after_load, hooks.settings_after_load = found.pop("_load_reference")
     hooks.server_shape = census.shape([s.server.host_pid]).get(s.server.host_pid)
-    everyone = [p for pids in s.members().values() for p in pids] + [s.server.host_pid, os.getpid()]
+    everyone = _own_processes(s)
     busy0, ncpu = census.machine_busy_s()
     ours0, t0 = census.cpu_seconds(everyone), time.monotonic()
     say("timing: warm-up")
@@ -182,6 +182,22 @@ def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str
             problems.append(checked.why)
         s.release("kernel")
     return problems
+
+
+RUN_PID_ENV = "CLAIMBENCH_RUN_PID"  # set by the launcher of a multi-rank claim: the run every rank belongs to
+
+
+def _own_processes(s: ClaimSession, me: Optional[int] = None) -> list[int]:
+    """Every process of this run, for the load meter: this rank's sides and fork server and, on
+    several ranks, every rank's orchestrator, servers and sides (the tree of the launching
+    `claimbench run`). Counting another rank's work as other load made every 2-rank CPU claim
+    "machine busy" on an idle machine (issue 25)."""
+    me = os.getpid() if me is None else me
+    mine = [p for pids in s.members().values() for p in pids] + [s.server.host_pid, me]
+    root = os.environ.get(RUN_PID_ENV, "")
+    if root.isdigit() and int(root) != me:
+        mine += census.tree([int(root)])
+    return sorted(set(mine))
 
 
 def _load_reference(s: ClaimSession) -> tuple[dict, dict]:
