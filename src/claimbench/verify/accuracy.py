@@ -27,25 +27,18 @@ def compare(out: np.ndarray, ref: np.ndarray, corr, *, out_dtype: str = "", expe
         return {**res, "passed": False, "reason": f"dtype {out_dtype} != the baseline's {expect_dtype}"}
     o = np.asarray(out, dtype=np.float64).reshape(-1)
     r = np.asarray(ref, dtype=np.float64).reshape(-1)
-    rfin = np.isfinite(r)
-    partial = not bool(rfin.all())
-    if partial:
+    if not _all_finite(r):
+        rfin = np.isfinite(r)
         bad_kind = int(np.count_nonzero(~rfin & ~_same_nonfinite(o, r)))
         if bad_kind:
             return {**res, "passed": False, "reason": f"{bad_kind} elements differ where the reference is NaN or Inf"}
         o, r = o[rfin], r[rfin]
-    nonfinite = int(np.count_nonzero(~np.isfinite(o)))
-    if nonfinite:
+    if not _all_finite(o):
+        nonfinite = int(np.count_nonzero(~np.isfinite(o)))
         return {**res, "passed": False, "nonfinite": nonfinite,
                 "reason": f"{nonfinite} NaN/Inf values where the reference is finite"}
-    rnorm, err, max_abs, scale, any_out = 0.0, 0.0, 0.0, 0.0, False
-    for a in range(0, r.size, BLOCK):
-        ob, rb = o[a:a + BLOCK], r[a:a + BLOCK]
-        d = ob - rb
-        rnorm, err = math.hypot(rnorm, _norm(rb)), math.hypot(err, _norm(d))
-        any_out = any_out or bool(np.any(ob))
-        max_abs = max(max_abs, float(np.max(np.abs(d))))
-        scale = max(scale, float(np.max(np.abs(rb))))
+    scale = max(abs(float(r.max())), abs(float(r.min()))) if r.size else 0.0
+    rnorm, err, max_abs, worst, viol, any_out = _one_pass(o, r, corr, scale)
     rel_l2 = err / rnorm if rnorm > 0 else err
     res.update(rel_l2=rel_l2, max_abs_err=max_abs)
     if rnorm > 0 and r.size and not any_out:
@@ -57,7 +50,6 @@ def compare(out: np.ndarray, ref: np.ndarray, corr, *, out_dtype: str = "", expe
     l2_reason = f"relative L2 error {rel_l2:.3g} is above max_rel_l2 {corr.max_rel_l2:g}"
     if quick and l2_fails:
         return {**res, "passed": False, "reason": l2_reason}
-    viol, worst = _elementwise(o, r, corr, scale)
     res["worst_elem_ratio"] = worst if math.isfinite(worst) else 1e300
     if l2_fails:
         return {**res, "passed": False, "reason": l2_reason}
@@ -66,35 +58,56 @@ def compare(out: np.ndarray, ref: np.ndarray, corr, *, out_dtype: str = "", expe
     return {**res, "passed": True, "reason": ""}
 
 
+def _all_finite(x: np.ndarray) -> bool:
+    """No NaN or infinity, from two reductions (a NaN propagates through both): no temporary the
+    size of the array, which at 2^28 elements is 256 MiB of booleans."""
+    return not x.size or (math.isfinite(float(x.max())) and math.isfinite(float(x.min())))
+
+
+def _one_pass(o: np.ndarray, r: np.ndarray, corr, scale: float) -> tuple[float, float, float, float, int, bool]:
+    """(||r||, ||o - r||, max |o - r|, the worst |err| / bound, elements outside the bound, any
+    nonzero output) in one blocked pass with two block-sized temporaries: the comparison of one
+    trial at 2^28 elements took 19 s as several passes (issue 23)."""
+    rnorm = err = max_abs = worst = 0.0
+    viol, any_out = 0, False
+    atol_s = corr.atol * scale
+    for a in range(0, r.size, BLOCK):
+        ob, rb = o[a:a + BLOCK], r[a:a + BLOCK]
+        d = ob - rb
+        rnorm, err = math.hypot(rnorm, l2_norm(rb)), math.hypot(err, l2_norm(d))
+        any_out = any_out or bool(np.count_nonzero(ob))
+        np.abs(d, out=d)
+        max_abs = max(max_abs, float(d.max()))
+        if corr.method == "allclose":
+            bound = np.abs(rb)
+            bound *= corr.rtol
+            bound += atol_s
+            viol += int(np.count_nonzero(d > bound))
+            np.maximum(bound, 1e-300, out=bound)
+            np.divide(d, bound, out=d)
+            worst = max(worst, float(d.max()))
+    return rnorm, err, max_abs, worst, viol, any_out
+
+
 def _same_nonfinite(o: np.ndarray, r: np.ndarray) -> np.ndarray:
     return (np.isnan(o) & np.isnan(r)) | (np.isinf(o) & np.isinf(r) & (np.sign(o) == np.sign(r)))
 
 
-def _norm(x: np.ndarray) -> float:
+def l2_norm(x: np.ndarray) -> float:
     """L2 norm; finite values too large to square are scaled first instead of overflowing.
 
-    A plain reduction, not `np.dot`: BLAS would start its own threads, which on a busy 2-core
-    machine cost a hundred times the arithmetic."""
+    `einsum`'s own loop, not `np.dot`: BLAS would start its own threads, which on a busy 2-core
+    machine cost a hundred times the arithmetic; and no squared temporary."""
     if not x.size:
         return 0.0
+    x = x.reshape(-1)
     with np.errstate(over="ignore"):
-        v = math.sqrt(float(np.add.reduce(x * x)))
+        v = math.sqrt(float(np.einsum("i,i->", x, x)))
     if math.isinf(v):
         m = float(np.max(np.abs(x)))
         y = x / m
-        v = m * math.sqrt(float(np.add.reduce(y * y)))
+        v = m * math.sqrt(float(np.einsum("i,i->", y, y)))
     return v
-
-
-def _elementwise(o: np.ndarray, r: np.ndarray, corr, scale: float) -> tuple[int, float]:
-    """(elements outside atol*max|ref| + rtol*|ref|, the worst |err| / bound)."""
-    viol, worst = 0, 0.0
-    for a in range(0, r.size, BLOCK):
-        d = np.abs(o[a:a + BLOCK] - r[a:a + BLOCK])
-        bound = np.abs(r[a:a + BLOCK]) * corr.rtol + corr.atol * scale
-        viol += int(np.count_nonzero(d > bound))
-        worst = max(worst, float(np.max(d / np.maximum(bound, 1e-300))))
-    return viol, worst
 
 
 def bitwise_equal(a: np.ndarray, b: np.ndarray) -> bool:
