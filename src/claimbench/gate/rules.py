@@ -42,7 +42,11 @@ PROTECTED_ROOTS = ("time", "torch", "triton", "numpy", "cupy", "claimbench")
 CLOCK_MODULES = {"time", "timeit", "datetime", "resource"}
 CLOCK_OS = {"times", "clock_gettime", "clock_gettime_ns", "getloadavg", "wait3", "wait4"}
 OBSERVER_WORDS = ("dispatch_mode", "function_mode", "dispatch_stack", "function_stack", "torch_dispatch",
-                  "torch_function", "profiler", "_python_dispatch", "elapsed_time", "_tls", "tracing_state")
+                  "torch_function", "profiler", "_python_dispatch", "elapsed_time", "_tls", "tracing_state",
+                  # the ways around the tripwire on forbidden ops (side/tripwire.py sits at the autograd
+                  # dispatch keys): inference mode and the guards that skip those keys, the registrations
+                  "inference_mode", "InferenceMode", "AutoDispatchBelow", "ExcludeDispatchKey", "torch.library",
+                  "_dispatch_")
 DYNAMIC_LOOKUP = {"getattr", "hasattr"}
 DYNAMIC_ATTRS = {"__getattribute__", "__getattr__", "attrgetter", "methodcaller"}
 

@@ -3,16 +3,19 @@
 The dispatch trace watches one call, and a kernel can see when it is watched (a profile hook, a
 dispatch mode on the stack) and behave only then: the strict xfail `watch_trace_hidden` was such a
 kernel. So before the kernel's modules load, each forbidden aten op (spec/ops.py: the op's group,
-whatever spelling reaches it) gets a kernel of ours at the CPU and CUDA dispatch keys, which are the
-ones every call of the op reaches (a composite op decomposes into ones that have them). It ends the
-process at once with an exit status that names the op. A status is written by the OS and collected
-by the fork server, a process the kernel cannot reach, so a finding leaves by a channel the kernel
-cannot rewrite; and nothing changes between watched and unwatched calls, so there is nothing to
-tell apart. Ops the kernel does not use cost nothing: only the forbidden ones are rerouted.
+whatever spelling reaches it) gets a kernel of ours at the AutogradCPU and AutogradCUDA dispatch
+keys, which every call from Python code reaches first (a composite op decomposes there into ops
+that have them), and which the ops' own implementations skip: `torch._scaled_mm` on a CPU calls
+`aten::matmul` below autograd, and an honest kernel calling it must not trip (at the CPU key it
+did). It ends the process at once with an exit status that names the op. A status is written by
+the OS and read by the orchestrator from /proc, so a finding leaves by a channel the kernel cannot
+rewrite; and nothing changes between watched and unwatched calls, so there is nothing to tell apart.
+Ops the kernel does not use cost nothing: only the forbidden ones are rerouted.
 
 What it cannot stop: code in this process that takes the registration down again (it is a Python
-object, reachable through `gc` or the dispatcher's private API). The static rules refuse those ways
-in; docs/threats.md says what stays open.
+object, reachable through `gc` or the dispatcher's private API), or that calls below the autograd
+keys (`torch.inference_mode`, the dispatch-key guards). The static rules refuse those ways in;
+docs/threats.md says what stays open.
 """
 
 from __future__ import annotations
@@ -43,7 +46,7 @@ def install(forbidden: list[str]) -> list[str]:
         fatal = _fatal(name, ops.TRIPWIRE_EXIT_BASE + i)
         for overload in packet.overloads():
             qual = name if overload == "default" else f"{name}.{overload}"
-            for key in ("CPU", "CUDA"):
+            for key in ("AutogradCPU", "AutogradCUDA"):
                 with warnings.catch_warnings():
                     warnings.simplefilter("ignore")  # "overriding a previously registered kernel": the point
                     try:
