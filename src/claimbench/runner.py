@@ -129,7 +129,7 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
     names = [claim.kernel.backend or backends.infer(kpath), claim.baseline.backend or backends.infer(root / claim.baseline.impl.rpartition(":")[0])]
     seeds = draw_seeds(claim.correctness.trials)
     say(f"{claim.id}: {'measuring on ' + hw.name if ok else 'correctness on CPU (' + why + ')'}")
-    with one_claim_at_a_time(root):
+    with one_claim_at_a_time(root, shared=not ok and _census_blind_to(opts.results, root)):
         return _measure(claim, Path(claim_path), root, hw, opts, servers, ok, why, dtype, device, names, seeds, say)
 
 
@@ -241,6 +241,15 @@ def _ceilings(claim, hw: Hardware, opts: RunOptions, dtype: str, servers, say) -
     except Exception as e:  # no ceilings, no floor and no sol_fraction: said in the record
         say(f"{claim.id}: {e}")
         return None
+
+
+def _census_blind_to(results: Path, root: Path) -> bool:
+    """Records written under ``results`` are never seen by another claim's file census: the folder
+    is outside the project or under one the census skips (`results/.cache/...`, the test command's)."""
+    res, top = Path(results).resolve(), root.resolve()
+    if not res.is_relative_to(top):
+        return True
+    return any(part in filecensus.SKIP_DIRS for part in res.relative_to(top).parts)
 
 
 def _undo_file_changes(root: Path, watched: list[Path], before: dict, results: Path, servers) -> list[str]:

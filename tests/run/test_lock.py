@@ -37,3 +37,31 @@ def test_an_unheld_lock_is_taken_silently(tmp_path):
     with project_writes(tmp_path, say=said.append):
         pass
     assert said == []
+
+
+def test_checked_claims_share_the_lock_and_a_writer_waits_for_them(tmp_path):
+    """Claims that are only checked run side by side (the test command's claims); a command that
+    writes into the project still waits until none holds it."""
+    from claimbench.run.lock import one_claim_at_a_time
+
+    holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
+        import time
+        from pathlib import Path
+        from claimbench.run.lock import one_claim_at_a_time
+        with one_claim_at_a_time(Path({str(tmp_path)!r}), shared=True):
+            print("held", flush=True)
+            time.sleep(1.0)
+        """)], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout is not None and holder.stdout.readline().strip() == "held"
+        t0 = time.monotonic()
+        with one_claim_at_a_time(tmp_path, shared=True):
+            alongside = time.monotonic() - t0
+        said: list[str] = []
+        with project_writes(tmp_path, say=said.append):
+            pass
+        assert alongside < 0.5 and len(said) == 1, (alongside, said)
+    finally:
+        holder.wait(10)
+        if holder.stdout is not None:
+            holder.stdout.close()

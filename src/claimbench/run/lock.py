@@ -26,11 +26,15 @@ def lock_path(root: Path) -> Path:
 
 
 @contextmanager
-def one_claim_at_a_time(root: Path) -> Iterator[None]:
+def one_claim_at_a_time(root: Path, shared: bool = False) -> Iterator[None]:
+    """The project lock for one claim's window. ``shared``: a claim that is only checked, never
+    timed, whose records land where the file census does not look, holds it shared: such claims
+    run side by side (nothing of theirs is load to the other, nor a planted file), while a timed
+    claim and every command that writes into the project still wait for all of them."""
     import fcntl
 
     with open(lock_path(root), "a") as f:
-        fcntl.flock(f, fcntl.LOCK_EX)
+        fcntl.flock(f, fcntl.LOCK_SH if shared else fcntl.LOCK_EX)
         try:
             yield
         finally:
