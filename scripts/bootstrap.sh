@@ -24,7 +24,10 @@ done
 spec=${spec/.,/.[}
 [ "$spec" = "." ] || spec="$spec]"
 if [ "$wants_torch" = 1 ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
+  echo "bootstrap: installing ${TORCH_SPEC:-torch==2.13.0} into .venv (a few minutes on a fresh machine)" >&2
   # shellcheck disable=SC2086
   .venv/bin/python -m pip install -q ${TORCH_SPEC:-torch==2.13.0}
 fi
+echo "bootstrap: installing claimbench with extras '$EXTRAS' into .venv" >&2
 .venv/bin/python -m pip install -q -e "$spec"
+command -v bwrap >/dev/null 2>&1 || echo "bootstrap: no bubblewrap: claims will run unsandboxed (as root: apt-get install bubblewrap)" >&2

@@ -106,7 +106,8 @@ def _entry(root: Path, entry: Optional[str]) -> str:
         if entry is None:
             raise UsageError(f"--entry: the example's default entry {DEFAULT_ENTRY!r} is not in LIST.md; "
                              "name the entry your claim belongs to with --entry") from None
-        raise UsageError(f"--entry: {e}") from None
+        hint = "" if "did you mean" in str(e) else f"; `claimbench list` shows the list's {len(listing.entries)} entries"
+        raise UsageError(f"--entry: {e}{hint}") from None
 
 
 def write(root: Path, sc: Scaffold) -> list[Path]:

@@ -173,3 +173,22 @@ def test_links_fifos_and_huge_files_are_refused_without_hanging(project, tmp_pat
     assert set(why) == {"zero.json", "fifo.json", "sparse.json", "outside.json"}, why
     assert "symlink" in why["zero.json"] and "symlink" in why["outside.json"]
     assert "not a regular file" in why["fifo.json"] and "limit" in why["sparse.json"]
+
+
+def test_skipped_records_are_checked_and_left_unless_asked(project, tmp_path, capsys):
+    """Issue 26: the main job's 32 `skipped` records buried the few with a number."""
+    root, commit = project
+    runs = tmp_path / "runs"
+    num = rk.build(root, "softmax-online", hw="nvidia-h200", created="2026-11-02T09:00:00.000000Z",
+                   kernel_us=150, baseline_us=243, seed=2, git_commit=commit)
+    skip = rk.build(root, "softmax-online", hw="nvidia-gh200", created="2026-11-02T10:00:00.000000Z",
+                    mode="correctness-only", seed=3, git_commit=commit)
+    assert skip.verdict == "skipped"
+    write_record(runs, num)
+    skipped_path = write_record(runs, skip)
+    assert main(["--root", str(root), "ingest", str(runs)]) == 0
+    out = capsys.readouterr().out
+    assert "1 ingested" in out and "1 skipped left where they are" in out, out
+    assert skipped_path.exists() and not list((root / "results" / "records").rglob(skipped_path.name))
+    assert main(["--root", str(root), "ingest", "--skipped", str(runs)]) == 0
+    assert list((root / "results" / "records").rglob(skipped_path.name))

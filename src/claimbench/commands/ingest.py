@@ -18,6 +18,9 @@ def register(sub) -> None:
     p.add_argument("paths", nargs="*", help="record files, results folders or unpacked artifacts (default: results/runs)")
     p.add_argument("--results", default=None, help="the store to copy into (default: results/ at the project root)")
     p.add_argument("--dry-run", action="store_true", help="check and report; copy nothing")
+    p.add_argument("--skipped", action="store_true",
+                   help="take `skipped` records too (correctness checked off the claim's hardware, no number); "
+                        "by default they are checked and left where they are")
     p.set_defaults(func=run)
 
 
@@ -28,13 +31,14 @@ def run(args) -> int:
     sources = [Path(p) for p in args.paths] or [root / "results" / "runs"]
     results = Path(args.results) if args.results else root / "results"
     with project_writes(root, say=lambda line: print(line, file=sys.stderr)):
-        report = ingest(root, sources, results, dry_run=args.dry_run)
+        report = ingest(root, sources, results, dry_run=args.dry_run, skipped=args.skipped)
     verb = "would ingest" if args.dry_run else "ingested"
     for _src, dest in report.ingested:
         print(f"{verb} {dest}")
     for p in report.refused:
         print(p, file=sys.stderr)
     done = "to ingest (dry run)" if args.dry_run else "ingested"
+    left = f", {len(report.left)} skipped left where they are (no number; --skipped takes them)" if report.left else ""
     print(f"ingest: {len(report.ingested)} {done}, {len(report.present)} already present, "
-          f"{len(report.refused)} refused")
+          f"{len(report.refused)} refused{left}")
     return EXIT_OK if report.ok else EXIT_FAILED

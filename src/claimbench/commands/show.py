@@ -35,7 +35,12 @@ def run(args) -> int:
     results = gate_all(discover([], root), root, listing)
     match = [r for r in results if (r.claim and r.claim.id == args.id) or Path(r.path).stem == args.id]
     if not match:
-        raise UsageError(f"no claim with id {args.id!r} under {root / 'claims'}")
+        import difflib
+
+        ids = sorted({r.claim.id if r.claim else Path(r.path).stem for r in results})
+        near = difflib.get_close_matches(args.id, ids, n=3, cutoff=0.5)
+        hint = f"; did you mean {', '.join(near)}?" if near else f"; `claimbench list` shows the {len(ids)} there"
+        raise UsageError(f"no claim with id {args.id!r} under {root / 'claims'}{hint}")
     r = match[0]
     lines = [f"claim {args.id}  ({r.path})"]
     if r.claim is not None:

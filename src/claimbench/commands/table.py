@@ -7,6 +7,7 @@ from pathlib import Path
 
 from claimbench.errors import EXIT_OK
 from claimbench.spec.project import find_root
+from claimbench.stats.status import Status
 
 
 def register(sub) -> None:
@@ -16,7 +17,8 @@ def register(sub) -> None:
                    help="md: a Markdown table (default); csv or json for other tools")
     p.add_argument("--claim", default=None, help="claim id or glob")
     p.add_argument("--hardware", default=None, help="hardware slug or name, or a glob (e.g. '*h200*')")
-    p.add_argument("--verdict", default=None, help="verified, refuted, inconclusive, ...")
+    p.add_argument("--verdict", default=None, choices=[s.value for s in Status], metavar="VERDICT",
+                   help="one of " + ", ".join(s.value for s in Status))
     p.add_argument("--compare", nargs=2, metavar=("HW_A", "HW_B"), default=None,
                    help="latest measured record per claim on two GPUs, side by side")
     p.set_defaults(func=run, exit_fast=True)

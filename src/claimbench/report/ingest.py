@@ -36,6 +36,7 @@ class IngestReport:
     ingested: list[tuple[str, str]] = field(default_factory=list)  # (source, destination)
     present: list[tuple[str, str]] = field(default_factory=list)   # already there, byte for byte
     refused: list[Problem] = field(default_factory=list)           # one per refused file
+    left: list[str] = field(default_factory=list)                  # good `skipped` records left where they are
 
     @property
     def ok(self) -> bool:
@@ -65,8 +66,13 @@ def find_records(paths: Iterable[Path]) -> list[Path]:
     return list(dict.fromkeys(out))
 
 
-def ingest(root: Path, sources: Iterable[Path], results: Path, *, dry_run: bool = False) -> IngestReport:
-    """Check every record under ``sources`` and copy the good ones into ``results/records``."""
+def ingest(root: Path, sources: Iterable[Path], results: Path, *, dry_run: bool = False,
+           skipped: bool = False) -> IngestReport:
+    """Check every record under ``sources`` and copy the good ones into ``results/records``.
+
+    A `skipped` record (a GPU claim checked on a CPU: correctness only, no number) is checked like
+    any other and, unless ``skipped``, left where it is: the main job writes one per GPU claim, and
+    taking them all into the store buried the few records that carry a number (issue 26)."""
     root, results = Path(root), Path(results)
     _require_git(root)
     report = IngestReport()
@@ -92,6 +98,8 @@ def ingest(root: Path, sources: Iterable[Path], results: Path, *, dry_run: bool 
             key, msg = problems[0]
             more = f" (and {len(problems) - 1} more)" if len(problems) > 1 else ""
             report.refused.append(_refuse(cand.source, key, f"{msg}{more}"))
+        elif cand.rec.verdict == "skipped" and not skipped:
+            report.left.append(str(cand.source))
         else:
             _place(cand, results, report, dry_run)
     report.refused.sort(key=lambda p: p.path)

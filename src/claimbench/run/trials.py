@@ -107,7 +107,10 @@ def _trial(s: ClaimSession, claim, device: str, dtype: str, params: dict, seed: 
     base = _compare_all(bouts, ref, corr, expect, None)
     row["baseline_rel_l2"] = [o.get("rel_l2") for o in base["outputs"]]
     if not base["passed"]:
-        rej.append(f"the baseline disagrees with the reference ({base['reason']}); fix the claim's reference or tolerances")
+        shape = "shape" in base["reason"] or "outputs, the reference has" in base["reason"]
+        fix = ("fix the baseline: its output does not have the reference's shape" if shape
+               else "fix the claim's reference or tolerances")
+        rej.append(f"the baseline disagrees with the reference ({base['reason']}); {fix}")
     if row.get("deterministic") is False:
         row.update(passed=False, reason="not deterministic: two calls on the same operands differ bitwise")
     nm = nullmodels.null_models(ref, corr, _precision_for_nulls(claim.precision.dtype, dtype, expect))
