@@ -393,3 +393,48 @@ def test_side_stream_work_is_caught_on_device():
     assert check_streams(joined) == (True, "")
     ok, why = check_streams(cheat)
     assert not ok and "outside the timed events" in why
+
+
+class SaggingNvml(FakeNvml):
+    """Clocks that sag with no reason bit NVML would call throttling (GPU idle, 0x1, is ignored)."""
+
+    def sample(self, index):
+        self.log.append("nvml")
+        r, self.reasons = self.reasons, 0
+        return {"sm_clock_mhz": 900 if r & 0x1 else 1980, "throttle_reasons": r & ~0x1}
+
+
+def test_samples_below_the_clock_floor_are_dropped_and_counted():
+    """Issue 24: between rounds a GPU's clocks drop (345 MHz was recorded) with no throttle bit;
+    samples under 75% of the clock are dropped as nvbench drops them, and counted."""
+    k_slow = itertools.chain([0], itertools.cycle([0, 0x1, 0]))
+    k_us = itertools.chain([5000.0], itertools.cycle([100.0, 400.0, 100.0]))
+    rig = Rig(k_us, const(100.0), throttle={"kernel": k_slow, "baseline": itertools.repeat(0)})
+    rig.nvml = SaggingNvml(rig.log)
+    rig.timer.nvml = rig.nvml
+    res = rig.run(TimingConfig(warmup_s=0.0, max_time_s=1.0, calls_per_round=6, min_sm_clock_mhz=0.75 * 1980))
+    assert res.kernel.dropped_slow_clock > 0 and res.kernel.dropped_slow_clock == res.kernel.dropped_throttled
+    assert {round(x) for x in res.kernel.dropped_us} == {400} and max(res.kernel.samples_us) < 101
+    assert res.baseline.dropped_slow_clock == 0 and not res.throttled_majority
+    unfloored = Rig(itertools.chain([5000.0], itertools.cycle([100.0, 400.0, 100.0])), const(100.0),
+                    throttle={"kernel": itertools.chain([0], itertools.cycle([0, 0x1, 0])),
+                              "baseline": itertools.repeat(0)})
+    unfloored.nvml = SaggingNvml(unfloored.log)
+    unfloored.timer.nvml = unfloored.nvml
+    assert unfloored.run(TimingConfig(warmup_s=0.0, max_time_s=1.0, calls_per_round=6)).kernel.dropped_slow_clock == 0
+
+
+def test_each_round_after_the_first_rewarms_the_gpu_untimed():
+    """Issue 24: a round's set-up idles the GPU for seconds; untimed calls bring its clocks back."""
+    rig = Rig(const(100.0), const(100.0))
+    hooks = Hooks(rig)
+    rig.run(TimingConfig(warmup_s=0.0, max_time_s=0.02, calls_per_round=2, rewarm_s=0.001), hooks=hooks)
+    log = rig.log
+    rounds = [i for i, x in enumerate(log) if x.startswith("round:")]
+    assert len(rounds) >= 2
+    def calls_before_first_sample(i):
+        upto = next(j for j in range(i, len(log)) if log[j].startswith("after:"))
+        return sum(x.startswith("call:") for x in log[i:upto])
+    assert calls_before_first_sample(rounds[0]) == 1   # the first round follows the warm-up directly
+    assert all(calls_before_first_sample(i) >= 3 for i in rounds[1:])  # two untimed calls at least, then the sample
+    assert TimingConfig.for_device("cpu").rewarm_s == 0.0 and TimingConfig.for_device("cuda").rewarm_s > 0

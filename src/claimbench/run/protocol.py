@@ -37,12 +37,14 @@ class TimingConfig:
     hot: bool = False                # CUDA: back-to-back calls, no flush; a separately labelled number
     flush_bytes: Optional[int] = None  # CUDA: flush buffer size; at least 2x L2 is enforced
     min_block_us: float = 1000.0     # CPU: grow a block of calls until it takes this long
+    min_sm_clock_mhz: Optional[float] = None  # CUDA: a sample whose SM clock read lower is dropped (nvbench: 75%)
+    rewarm_s: float = 0.0            # untimed calls after each round's set-up (CUDA 0.05 s: the GPU idled through its checks)
 
     @classmethod
     def for_device(cls, device: str, **overrides: Any) -> "TimingConfig":
         # CPU: 50 us blocks keep timer overhead (~0.1 us) under 0.5% while timing each call of
         # 50 us or more on its own, so every timed output is poisoned before the next call.
-        base = {"warmup_s": 0.2, "cold": False, "min_block_us": 50.0} if device == "cpu" else {}
+        base = {"warmup_s": 0.2, "cold": False, "min_block_us": 50.0} if device == "cpu" else {"rewarm_s": 0.05}
         return cls(**{**base, **overrides})
 
 
@@ -129,6 +131,7 @@ class SideTiming:
     throttle_reasons_seen: int         # OR of every bitmask read
     calls_per_block: int
     throttled_majority: bool
+    dropped_slow_clock: int = 0        # of the dropped: the SM clock read below min_sm_clock_mhz
 
 
 @dataclass(frozen=True)
@@ -175,7 +178,9 @@ def rse_of_median(xs: list[float]) -> Optional[float]:
 
 
 class _Side:
-    def __init__(self) -> None:
+    def __init__(self, min_clock_mhz: Optional[float] = None) -> None:
+        self.min_clock_mhz = min_clock_mhz
+        self.slow = 0
         self.kept: list[float] = []
         self.rounds: list[int] = []
         self.dropped: list[float] = []
@@ -185,7 +190,11 @@ class _Side:
 
     def add(self, s: Sample, r: int) -> None:
         self.reasons |= int(s.throttle_reasons or 0)
-        if is_throttled(s.throttle_reasons):
+        slow = self.min_clock_mhz is not None and s.sm_clock_mhz is not None and s.sm_clock_mhz < self.min_clock_mhz
+        if is_throttled(s.throttle_reasons) or slow:
+            # NVML's reason bits miss a GPU whose clocks sagged while idle between rounds (345 MHz was
+            # recorded): a sample below 75% of the clock is dropped as nvbench drops it, and counted
+            self.slow += int(slow)
             self.dropped.append(s.us)
             self.dropped_rounds.append(r)
             return
@@ -208,7 +217,8 @@ class _Side:
             median_us=quantile(k, 0.5) if k else None,
             iqr_us=quantile(k, 0.75) - quantile(k, 0.25) if k else None,
             rse=rse_of_median(k), clocks_mhz=clocks, throttle_reasons_seen=self.reasons,
-            calls_per_block=calls_per_block, throttled_majority=len(self.dropped) * 2 > self.taken)
+            calls_per_block=calls_per_block, throttled_majority=len(self.dropped) * 2 > self.taken,
+            dropped_slow_clock=self.slow)
 
 
 def _stop_reason(acc: dict[str, _Side], cfg: TimingConfig, elapsed_s: float,
@@ -265,12 +275,17 @@ def measure_pair(kernel: _Fn, baseline: _Fn, timer: Timer[_Fn],
     warmup_s = clock() - t0
     say("warm-up", f"done: {warmup_s:.1f} s, {warm_calls} calls")
 
-    acc = {side: _Side() for side in SIDES}
+    acc = {side: _Side(config.min_sm_clock_mhz) for side in SIDES}
     t1 = clock()
     r, reason = 0, None
     while reason is None:
         if before_round is not None:
             before_round(r)
+        if r and config.rewarm_s > 0:  # the round's set-up kept the GPU idle for seconds: clocks fall
+            tw, j = clock(), 0
+            while j < 2 or clock() - tw < config.rewarm_s:
+                timer.call(fns[SIDES[j % 2]])
+                j += 1
         for side in (SIDES if r % 2 == 0 else SIDES[::-1]):
             for _ in range(config.calls_per_round):
                 if before_sample is not None:
