@@ -202,3 +202,40 @@ def test_data_layer_imports_no_gpu_stack_nor_pandas():
             "print(sorted(m for m in ('torch', 'triton', 'cupy', 'pandas', 'matplotlib') if m in sys.modules))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.strip() == "[]"
+
+
+@pytest.mark.parametrize("change,key,phrase", [
+    # a record saying it ran on a GPU its claim would not accept (device: cpu claims too)
+    (lambda r: r.model_copy(update={"hardware": {**r.hardware, "gpus": [{**r.hardware["gpus"][0],
+                                                                          "name": "NVIDIA A100-SXM4-80GB"}]}}),
+     "hardware", "but it ran on NVIDIA A100"),
+    (lambda r: r.model_copy(update={"created_utc": "2099-01-01T00:00:00.000000Z"}), "created_utc", "in the future"),
+    (lambda r: r.model_copy(update={"kernel": r.kernel.model_copy(update={"median_us": 10 * r.kernel.median_us})}),
+     "kernel.median_us", "samples' median"),
+])
+def test_a_record_its_own_bytes_contradict_is_refused_by_audit_publish_and_ingest(tmp_path, change, key, phrase):
+    """Issue 25: one judgement. Each forgery passed audit (and reached the list) before."""
+    import subprocess
+
+    from claimbench.report.ingest import ingest
+    from claimbench.store.record import write_record
+
+    root, _ = rk.standard_tree(tmp_path / "proj")
+    (root / ".gitignore").write_text("results/\n")
+    for args in (["init", "-q"], ["add", "-A"], ["-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "x"]):
+        subprocess.run(["git", "-C", str(root), *args], check=True, capture_output=True)
+    head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    good = rk.build(root, "softmax-online", created="2026-11-20T09:00:00.000000Z", kernel_us=100, baseline_us=300,
+                    seed=77, git_commit=head)
+    bad = change(good)
+    assert check_record(good) == [] and any(k == key and phrase in m for k, m in check_record(bad)), check_record(bad)
+    outside = tmp_path / "artifacts"
+    write_record(outside / "good", good)
+    write_record(outside / "bad", bad)
+    report = ingest(root, [outside / "good", outside / "bad"], root / "results")
+    assert len(report.ingested) == 1 and len(report.refused) == 1, report
+    assert report.refused[0].key == key and phrase in report.refused[0].message, report.refused[0]
+    path = rk.write(root, bad)  # placed by hand: audit names it, publish never shows it
+    plan = publish(root, root / "LIST.md", root / "results", dry_run=True)
+    assert path.name not in plan.new_text
+    assert any(key in m and path.name in m for m in messages(run(root, cache=False)))

@@ -155,7 +155,7 @@ def test_text_from_the_list_claims_and_records_is_escaped(tmp_path):
     claim = root / "claims" / "deepgemm-fp8.yaml"
     claim.write_text(claim.read_text().replace("title: ", 'title: "<b onmouseover=alert(4)>x</b> \u2066" # ', 1))
     hostile = rk.build(root, "scan-decoupled", created="2026-12-01T09:00:00.000000Z", kernel_us=117.6, floor_us=100.0, seed=30)
-    hw = {**hostile.hardware, "gpus": [{**hostile.hardware["gpus"][0], "name": "NVIDIA <img src=x onerror=alert(5)>"}]}
+    hw = {**hostile.hardware, "gpus": [{**hostile.hardware["gpus"][0], "name": "NVIDIA H200 <img src=x onerror=alert(5)>"}]}
     rk.write(root, hostile.model_copy(update={"hardware": hw}))
     publish(root, lst, root / "results")
     index = build_site(root, tmp_path / "site")
@@ -166,7 +166,7 @@ def test_text_from_the_list_claims_and_records_is_escaped(tmp_path):
     text = index.read_text(encoding="utf-8")
     assert "Intro &lt;script&gt;alert(1)&lt;/script&gt; click &lt;img src=x onerror=alert(3)&gt; evil[U+202E]txt.exe" in text
     assert "<code>&lt;!-- kept --&gt;</code>" in text and "hidden" not in text
-    assert '<span class="machine">&lt;img src=x onerror=alert(5)&gt;</span>' in text
+    assert '<span class="machine">H200 &lt;img src=x onerror=alert(5)&gt;</span>' in text
     page = (index.parent / "claims" / "deepgemm-fp8.html").read_text(encoding="utf-8")
     assert "&lt;b onmouseover=alert(4)&gt;x&lt;/b&gt; [U+2066]" in page
 

@@ -95,7 +95,7 @@ def test_hostile_record_hardware_names_are_escaped(tree, gpu_name):
     rec = rk.build(root, "blackwell-time", hw="nvidia-b200", created="2026-11-25T09:00:00.000000Z",
                    kernel_us=11.0, seed=91)
     hw = dict(rec.hardware)
-    hw["gpus"] = [{**hw["gpus"][0], "name": gpu_name}]
+    hw["gpus"] = [{**hw["gpus"][0], "name": "NVIDIA B200 " + gpu_name}]  # still the claim's GPU: only the text is hostile
     hw["name"] = gpu_name
     rk.write(root, rec.model_copy(update={"hardware": hw}))
     publish(root, root / "LIST.md", root / "results", now=NOW)

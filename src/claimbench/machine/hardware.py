@@ -6,10 +6,11 @@ audit layers can read hardware descriptions anywhere. `detect.py` fills these in
 
 from __future__ import annotations
 
-import fnmatch
 import re
 from dataclasses import asdict, dataclass, fields
 from typing import TYPE_CHECKING, Any, Iterable, Optional
+
+from claimbench.spec.modelglob import glob_any
 
 if TYPE_CHECKING:  # only for the annotation; claim.py is pydantic, which is fine in the data layer
     from claimbench.spec.claim import HardwareSpec
@@ -120,8 +121,7 @@ def _slugify(text: str, limit: int = 40) -> str:
     return s[:limit].rstrip("-")
 
 
-def _glob_any(patterns: Iterable[str], name: str) -> bool:
-    return any(fnmatch.fnmatchcase(name.lower(), p.lower()) for p in patterns)
+_glob_any = glob_any
 
 
 def _describe_found(hw: Hardware) -> str:

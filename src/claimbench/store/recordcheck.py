@@ -11,16 +11,19 @@ from __future__ import annotations
 import hashlib
 import math
 import os
+import statistics
 from concurrent.futures import ProcessPoolExecutor
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from claimbench.spec.modelglob import glob_any
 from claimbench.stats.status import Status
 from claimbench.store.cachefile import load_json_cache, save_cache
 from claimbench.store.codeprint import code_fingerprint
 from claimbench.store.index import Summary, paused_gc, read_summary
 from claimbench.store.jsonio import canonical_json, dumps_json_line
-from claimbench.store.record import Record, RecordError, read_record_bytes
+from claimbench.store.record import Record, RecordError, normalized_utc, read_record_bytes
 
 REL_TOL = 1e-9
 _KNOWN: frozenset = frozenset()
@@ -69,8 +72,40 @@ def _decide_or_error(decide, ev):
         return e
 
 
-def _compare(rec: Record, v) -> list[tuple[str, str]]:
+def _intrinsic(rec: Record) -> list[tuple[str, str]]:
+    """What the record's own bytes contradict, whatever its verdict says (issue 25): hardware its
+    claim would not accept, a time in the future, medians that are not its samples' medians."""
     out = []
+    spec, hw = rec.hardware_spec or {}, rec.hardware or {}
+    if rec.hardware_match and spec and hw:
+        raw = spec.get("model", ["*"])
+        if not isinstance(raw, list) or not all(isinstance(m, str) for m in raw):
+            return [("hardware_spec", f"model must be a list of names, not {raw!r}")]
+        models = raw or ["*"]
+        cpu = hw.get("cpu")
+        if spec.get("device") == "cpu":
+            found = str(cpu.get("model") or "") if isinstance(cpu, dict) else ""
+            ok = glob_any(models, found)
+        else:
+            names = [str(g.get("name") or "") for g in hw.get("gpus") or () if isinstance(g, dict)]
+            found = ", ".join(names) or "no GPU"
+            ok = hw.get("device") == "cuda" and any(glob_any(models, n) for n in names)
+        if not ok:
+            out.append(("hardware", f"says it matched its claim's hardware ({spec.get('device')} "
+                                    f"{' or '.join(models)}), but it ran on {found}"))
+    when = normalized_utc(rec.created_utc)
+    tomorrow = (datetime.now(timezone.utc) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    if when is not None and when > tomorrow:  # normalized times compare as strings in time order
+        out.append(("created_utc", f"{rec.created_utc} is in the future; a record is written when its run ends"))
+    for name, t in (("kernel", rec.kernel), ("baseline", rec.baseline)):
+        if t.samples_us and t.median_us is not None and not _close(t.median_us, statistics.median(t.samples_us)):
+            out.append((f"{name}.median_us", f"says {t.median_us!r}, but its {len(t.samples_us)} samples' median is "
+                                             f"{statistics.median(t.samples_us)!r}: edited by hand?"))
+    return out
+
+
+def _compare(rec: Record, v) -> list[tuple[str, str]]:
+    out = _intrinsic(rec)
     verified = rec.verdict == Status.VERIFIED.value
     if rec.published_value is not None and not verified:
         out.append(("published_value", f"set on a {rec.verdict} record; only verified records carry one"))
