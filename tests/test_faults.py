@@ -153,7 +153,8 @@ def test_a_huge_sparse_record_is_refused_before_it_is_read(tree):
 
 def test_show_record_reads_only_regular_files(tmp_path, capsys):
     assert main(["show", "--record", "/dev/zero"]) == 1
-    assert capsys.readouterr().err == "claimbench: /dev/zero: not a regular file; a record is a JSON file\n"
+    assert capsys.readouterr().err == ("claimbench: /dev/zero: not a regular file (a FIFO, device or folder); "
+                                       "a record must be one\n")
     fifo = tmp_path / "pipe.json"
     os.mkfifo(fifo)
     assert main(["show", "--record", str(fifo)]) == 1  # would block forever on open() without O_NONBLOCK

@@ -99,3 +99,18 @@ def test_bitwise_equal_tells_negative_zero_apart():
     assert accuracy.bitwise_equal(np.array([1.5]), np.array([1.5]))
     assert not accuracy.bitwise_equal(np.array([0.0]), np.array([-0.0]))
     assert accuracy.bitwise_equal(np.array([np.nan]), np.array([np.nan]))
+
+
+def test_exact_claims_state_no_tolerances_and_compare_needs_none():
+    """An `exact` claim has no atol or rtol (None): the blocked pass must not touch them."""
+    from types import SimpleNamespace
+
+    import numpy as np
+
+    corr = SimpleNamespace(method="exact", max_rel_l2=None, rtol=None, atol=None)
+    ref = np.arange(100, dtype=np.float64).reshape(10, 10)
+    assert accuracy.compare(ref.copy(), ref, corr)["passed"]
+    off = ref.copy()
+    off[3, 4] += 1
+    got = accuracy.compare(off, ref, corr)
+    assert not got["passed"] and got["reason"].startswith("not exact")
