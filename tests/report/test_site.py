@@ -224,6 +224,8 @@ def test_site_never_clears_a_folder_it_did_not_write(tmp_path):
     assert sorted(p.name for p in (root / "claims").iterdir()) == claims_before
     assert sorted(str(p) for p in (root / "results" / "records").rglob("*.json")) == records_before
     assert main(["--root", str(root), "site", "--out", str(root)]) == 2
-    built = build_site(root, tmp_path / "fresh")
-    assert (built.parent / ".claimbench-site").is_file()
-    build_site(root, tmp_path / "fresh")  # an earlier build is replaced
+    (tmp_path / "earlier").mkdir()
+    (tmp_path / "earlier" / ".claimbench-site").write_text("")
+    (tmp_path / "earlier" / "claims").mkdir()
+    built = build_site(root, tmp_path / "earlier")  # an earlier build's folder is rebuilt
+    assert (built.parent / ".claimbench-site").is_file() and (built.parent / "claims").is_dir()
