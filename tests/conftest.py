@@ -58,3 +58,21 @@ def root() -> Path:
 @pytest.fixture
 def fixtures() -> Path:
     return FIXTURES
+
+
+@pytest.fixture(scope="module")
+def cheat_root(tmp_path_factory) -> Path:
+    """A temporary project holding the fixture kernels (tests/cheat_project.py), one per module."""
+    from cheat_project import make_project
+
+    return make_project(tmp_path_factory.mktemp("cheats"))
+
+
+@pytest.fixture(scope="module")
+def cheat_servers(cheat_root):
+    """One run's fork servers for the module: torch is imported once, not once per case."""
+    from claimbench.run.servers import Servers
+    from claimbench.runner import RunOptions
+
+    with Servers(cheat_root, RunOptions(results=cheat_root / "results")) as s:
+        yield s

@@ -16,7 +16,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from cheat_project import MASK, MATMUL, SOFTMAX, make_project, write_claim
+from cheat_project import MASK, MATMUL, SOFTMAX, write_claim
 
 from claimbench.machine.detect import detect
 from claimbench.runner import RunOptions, run_one
@@ -39,22 +39,9 @@ RULES_OFF_ONLY = {"inflated_null", "throttle_rival"}
 CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    return make_project(tmp_path_factory.mktemp("fresh"))
-
-
-@pytest.fixture(scope="module")
-def servers(project):
-    from claimbench.run.servers import Servers
-
-    with Servers(project, RunOptions(results=project / "results")) as s:
-        yield s
-
-
 @pytest.mark.parametrize("rules", ["rules-on", "rules-off"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_stale_or_distinguishable_timed_calls_never_verify(project, servers, name, rules, monkeypatch):
+def test_stale_or_distinguishable_timed_calls_never_verify(cheat_root, cheat_servers, name, rules, monkeypatch):
     template, extra, allowed = CASES[name]
     if name == "throttle_rival" and not (os.geteuid() == 0 and os.access(f"{CGROUP_V1_CPU}/cgroup.procs", os.W_OK)):
         pytest.skip("needs root and a writable cgroup v1 cpu controller to throttle a process")
@@ -63,10 +50,10 @@ def test_stale_or_distinguishable_timed_calls_never_verify(project, servers, nam
     if rules == "rules-off":
         from claimbench.gate import policy
         monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])
-    path = write_claim(project, f"{name.replace('_', '-')}-{rules}", name, template=template,
+    path = write_claim(cheat_root, f"{name.replace('_', '-')}-{rules}", name, template=template,
                        **{"value": "1.5", **extra})
-    opts = RunOptions(results=project / "results", timeout_s=180.0, threads=1, timing=dict(TIMING))
-    out = run_one(path, project, detect(project), opts, servers=servers)
+    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=dict(TIMING))
+    out = run_one(path, cheat_root, detect(cheat_root), opts, servers=cheat_servers)
     assert out.status != S.VERIFIED, f"{name}: {out.reason}"
     assert out.status in allowed, (out.status, out.reason)
     assert out.reason.startswith("policy") == (rules == "rules-on" and name in RULES_OFF_ONLY), out.reason

@@ -14,7 +14,7 @@ The claimed values are ones any correct kernel clears, so a cheat is caught for 
 from __future__ import annotations
 
 import pytest
-from cheat_project import SOFTMAX, TRANSPOSE, make_project, write_claim
+from cheat_project import SOFTMAX, TRANSPOSE, write_claim
 
 from claimbench.machine.detect import detect
 from claimbench.runner import RunOptions, run_one
@@ -28,29 +28,16 @@ CASES = {
 }
 
 
-@pytest.fixture(scope="module")
-def project(tmp_path_factory):
-    return make_project(tmp_path_factory.mktemp("reports"))
-
-
-@pytest.fixture(scope="module")
-def servers(project):
-    from claimbench.run.servers import Servers
-
-    with Servers(project, RunOptions(results=project / "results")) as s:
-        yield s
-
-
 @pytest.mark.parametrize("rules", ["rules-on", "rules-off"])
 @pytest.mark.parametrize("name", sorted(CASES))
-def test_what_the_kernels_process_reports_is_not_evidence(project, servers, name, rules, monkeypatch):
+def test_what_the_kernels_process_reports_is_not_evidence(cheat_root, cheat_servers, name, rules, monkeypatch):
     template, extra, allowed, why = CASES[name]
     if rules == "rules-off":
         from claimbench.gate import policy
         monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])
-    path = write_claim(project, f"{name.replace('_', '-')}-{rules}", name, template=template, **extra)
-    opts = RunOptions(results=project / "results", timeout_s=180.0, threads=1, timing=dict(TIMING))
-    out = run_one(path, project, detect(project), opts, servers=servers)
+    path = write_claim(cheat_root, f"{name.replace('_', '-')}-{rules}", name, template=template, **extra)
+    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=dict(TIMING))
+    out = run_one(path, cheat_root, detect(cheat_root), opts, servers=cheat_servers)
     assert out.status != S.VERIFIED, f"{name}: {out.reason}"
     if rules == "rules-on":
         assert out.status == S.REJECTED and out.reason.startswith("policy"), (out.status, out.reason)
