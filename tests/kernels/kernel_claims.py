@@ -1,8 +1,11 @@
 """What the Triton kernel tests share: a claim's own shapes, dtype and tolerances drive them.
 
-Each check builds the inputs at every ``check_params`` shape on CPU with the claim's
-``check_dtype``, runs ``prepare`` and the kernel, and the baseline, and holds both to the claim's
-bounds against its float64 reference. The interpreter is set up by ``tests/conftest.py``.
+The whole CPU check of each shipped claim (every ``check_params`` shape, kernel and baseline
+through ``prepare``, the claim's bounds against its float64 reference) runs through the product's
+own path: as a claim item of the test command (`pytest --claims claims`), in the real runner's
+processes. These helpers serve the tests that go further than a claim does: shapes and seeds of
+their own (``check_sides``), tile schedules, properties of one kernel. The interpreter is set up
+by ``tests/conftest.py``.
 """
 
 from __future__ import annotations
@@ -61,22 +64,6 @@ def check_sides(claim: dict, params: dict, seed: int) -> None:
     ref = resolve(corr["reference"])(*args)
     for side in ("kernel", "baseline"):
         assert_matches(run_side(claim, side, args), ref, corr, f"{claim['id']} {side} {params}")
-
-
-def check_claim(claim_id: str, seed: int = 0) -> None:
-    """Kernel and baseline against the reference at every check shape of the claim."""
-    claim = load_claim(claim_id)
-    corr = claim["correctness"]
-    reference = resolve(corr["reference"])
-    for params in claim["workload"]["check_params"]:
-        args = inputs(claim, params, seed)
-        ref = reference(*args)
-        assert ref.abs().max() > 0, f"{claim_id} {params}: reference is all zeros"
-        out = run_side(claim, "kernel", args)
-        base = run_side(claim, "baseline", args)
-        assert out.dtype == base.dtype, f"{claim_id} {params}: kernel {out.dtype}, baseline {base.dtype}"
-        assert_matches(out, ref, corr, f"{claim_id} kernel {params}")
-        assert_matches(base, ref, corr, f"{claim_id} baseline {params}")
 
 
 def assert_seeds_differ(claim_id: str) -> None:

@@ -4,17 +4,12 @@ decode over it under the interpreter."""
 from __future__ import annotations
 
 import torch
-from kernel_claims import check_claim
 
 from kernels.gqa_decode import task as GT
 from kernels.kivi_decode import kernel as K
 from kernels.kivi_decode import task as T
 
 CLAIM = "kivi-4bit-kv-decode-vs-bf16"
-
-
-def test_kernel_and_baseline_match_the_reference():
-    check_claim(CLAIM)
 
 
 def test_codes_round_trip_through_the_packing():

@@ -5,18 +5,13 @@ from __future__ import annotations
 
 import pytest
 import torch
-from kernel_claims import assert_matches, assert_seeds_differ, check_claim, load_claim
+from kernel_claims import assert_matches, assert_seeds_differ, load_claim
 
 from kernels.fp8_matmul import cublas as C
 from kernels.fp8_matmul import kernel as F
 from kernels.fp8_matmul import task as FT
 
 CLAIM = "matmul-fp8-triton-vs-scaled-mm"
-
-
-@pytest.mark.parametrize("claim_id", [CLAIM, "matmul-fp8-vs-bf16-cublas"])
-def test_kernel_and_baseline_match_the_reference(claim_id):
-    check_claim(claim_id)
 
 
 def test_scaled_mm_computes_the_same_function_in_bf16():

@@ -2,16 +2,10 @@
 
 from __future__ import annotations
 
-from kernel_claims import check_claim
-
 from kernels.gqa_decode import task as GT
 from kernels.splitkv_decode import kernel as S
 
 CLAIM = "splitkv-decode-vs-single-pass"
-
-
-def test_kernel_and_baseline_match_the_reference():
-    check_claim(CLAIM)
 
 
 def test_the_merge_is_exact_whatever_the_chunking(monkeypatch):
