@@ -121,9 +121,6 @@ def _slugify(text: str, limit: int = 40) -> str:
     return s[:limit].rstrip("-")
 
 
-_glob_any = glob_any
-
-
 def _describe_found(hw: Hardware) -> str:
     if hw.device == "cuda" and hw.gpus:
         return hw.gpus[0].name
@@ -134,14 +131,14 @@ def matches(spec: "HardwareSpec", hw: Hardware) -> tuple[bool, str]:
     """Does this machine satisfy the claim's hardware? (True, "") or (False, why not)."""
     wanted = " or ".join(spec.model)
     if spec.device == "cpu":
-        if not _glob_any(spec.model, hw.cpu.model):
+        if not glob_any(spec.model, hw.cpu.model):
             return False, f"needs CPU {wanted}, found CPU ({hw.cpu.model})"
         return True, ""
 
     if hw.device != "cuda" or not hw.gpus:
         what = "a CUDA GPU" if spec.model == ["*"] else wanted
         return False, f"needs {what}, found {_describe_found(hw)}"
-    fitting = [g for g in hw.gpus if _glob_any(spec.model, g.name)]
+    fitting = [g for g in hw.gpus if glob_any(spec.model, g.name)]
     if not fitting:
         return False, f"needs {wanted}, found {hw.gpus[0].name}"
     per_node = spec.count // max(1, getattr(spec, "nodes", 1))
