@@ -79,6 +79,8 @@ def _load(msg: m.Load, role: str) -> tuple[Any, m.Message]:
     threads = os.environ.get("CLAIMBENCH_THREADS", "")
     if threads.isdigit() and int(threads) > 0:
         torch.set_num_threads(int(threads))
+    from claimbench.side.warmup import warm_math_libraries
+    warm_math_libraries()  # before any claim module: its first threaded math op must not set the library up
     if msg.dist is not None:
         _join_group(msg.dist, msg.device)
     if role == "task":
