@@ -81,10 +81,12 @@ def test_every_refusal_is_one_located_line(project, tmp_path, capsys):
     bad = tmp_path / "bad"
     bad.mkdir()
 
-    def variant(name: str, **changes) -> Path:
+    def variant(name: str, file: str = "", **changes) -> Path:
+        """The good record changed, under the good record's name (or ``file``) in a folder of its own."""
         d = json.loads(good.read_text())
         d.update(changes)
-        out = bad / f"{name}.json"
+        out = bad / name / (file or good.name)
+        out.parent.mkdir()
         out.write_text(json.dumps(d))
         return out
 
@@ -98,6 +100,10 @@ def test_every_refusal_is_one_located_line(project, tmp_path, capsys):
         variant("edited-verdict", verdict="refuted", published_value=None): ("verdict", "says refuted"),
         variant("escape", source_sha256={"../outside.py": "0" * 64}): ("source_sha256", "not a path inside the project"),
         variant("missing-file", source_sha256={"kernels/nope.py": "0" * 64}): ("source_sha256", "does not exist at commit"),
+        # names audit would call strays, or whose time is not the record's: ingest refuses them alike
+        variant("evil", file="evil.json"): ("file", "not a record the runner wrote"),
+        variant("renamed", file="20991231T235959Z" + good.name[16:]): ("created_utc", "does not match the time in the file name"),
+        variant("redated", created_utc="2026-11-01T09:00:00.000000Z"): ("created_utc", "does not match the time in the file name"),
     }
     (bad / "not-json.json").write_text("{")
     cases[bad / "not-json.json"] = ("record", "not valid JSON")

@@ -24,10 +24,17 @@ from typing import Iterable, Optional, Union
 from claimbench.errors import UsageError
 from claimbench.spec.problem import Problem
 from claimbench.store.jsonio import loads_json
-from claimbench.store.record import MIN_PROTOCOL_VERSION, Record, RecordError, parse_record, read_record_bytes
+from claimbench.store.record import (
+    MIN_PROTOCOL_VERSION,
+    Record,
+    RecordError,
+    normalized_utc,
+    parse_record,
+    read_record_bytes,
+)
+from claimbench.store.recordwrite import name_problem
 
 _COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
-_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*\.json$")
 _REL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")
 
 
@@ -139,8 +146,8 @@ def _read(path: Path) -> Union[_Candidate, Problem]:
 def _static(c: _Candidate) -> Optional[Problem]:
     """What can be refused without git: the name, the commit, the tree, the protocol, the paths."""
     rec, path = c.rec, c.source
-    if not _NAME.match(path.name):
-        return _refuse(path, "file", "a record's file name is letters, digits, `.`, `_` and `-`, ending in .json")
+    if (bad := name_problem(path.name, normalized_utc(rec.created_utc) or "")) is not None:
+        return _refuse(path, *bad)  # audit's own rule: what ingest takes under this name, audit accepts
     if not re.match(r"^[a-z0-9][a-z0-9._-]{0,99}$", rec.claim_id):
         return _refuse(path, "claim_id", f"{rec.claim_id!r} is not a claim id")
     if rec.git_dirty is not False:

@@ -30,6 +30,7 @@ from typing import Callable, Mapping, Optional, Sequence
 
 from claimbench.store.index import Summary
 from claimbench.store.record import MIN_PROTOCOL_VERSION, sha256_file
+from claimbench.store.recordwrite import name_problem
 
 SKEW_S = 300  # a record may be dated up to 5 minutes after `now`: clocks of two machines differ
 VERIFIED = "verified"
@@ -133,9 +134,8 @@ def record_problems(s: Summary, *, claims_by_id: Mapping[str, str], facts: Calla
                               "with `git checkout -- <this file>` and add a new record instead"))
     if s.claim_id != folder:
         out.append(("claim_id", f"{s.claim_id!r} does not match its folder {folder!r}"))
-    if name[:16] != when[:19].replace("-", "").replace(":", "") + "Z":  # the name matched RECORD_NAME when found
-        out.append(("created_utc", f"{s.created_utc!r} does not match the time in the file name {name!r}; "
-                                   "record names are written by the runner"))
+    if (bad := name_problem(name, when)) is not None:  # the name matched RECORD_NAME when found
+        out.append(bad)
     if when > bound:
         out.append(("created_utc", f"dated {s.created_utc}, after the time of this check by more than the "
                                    f"{SKEW_S // 60} minutes allowed for clock skew: a record cannot come from the future"))

@@ -40,6 +40,7 @@ from claimbench.store.record import (
     parse_record,
     read_record_bytes,
 )
+from claimbench.store.recordwrite import NOT_A_RECORD_NAME
 
 INDEX_NAME = "index.jsonl"
 INDEX_VERSION = 5
@@ -176,8 +177,7 @@ def scan_tree(results: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str
                 elif f.is_symlink():
                     strays.append((f"{rel_d}/{name}", "a symlink; claimbench does not follow links out of results/"))
                 elif not TEMP_NAME.match(name):
-                    strays.append((f"{rel_d}/{name}", "not a record the runner wrote (its names read "
-                                   "<UTC time>Z-<hardware>-<10 hex>.json); move it out of results/records/"))
+                    strays.append((f"{rel_d}/{name}", NOT_A_RECORD_NAME))
             names.sort()
             rel_p, full_p = rel_d + "/", d.path + "/"
             out += [(rel_p + n, full_p + n) for n in names]

@@ -28,6 +28,21 @@ from claimbench.errors import UserError
 # the -<n> suffix is the no-clobber fallback of `write_record`.
 RECORD_NAME = re.compile(r"^(\d{8}T\d{6})Z-[a-z0-9]+(?:-[a-z0-9]+)*-[0-9a-f]{10}(?:-\d{1,6})?\.json$")
 TEMP_NAME = re.compile(r"^\.tmp-[A-Za-z0-9_]+\.json$")
+NOT_A_RECORD_NAME = ("not a record the runner wrote (its names read <UTC time>Z-<hardware>-<10 hex>.json); "
+                     "move it out of results/records/")
+
+
+def name_problem(name: str, when: str) -> Optional[tuple[str, str]]:
+    """(key, why) when ``name`` cannot be the file name of a record created at ``when`` (its
+    created_utc, normalized), else None. One rule for ingest, audit and publish: the runner's
+    pattern, and the UTC second the name starts with is the record's own, so a record renamed
+    (or with its time edited) to sort as the latest is refused wherever it is read."""
+    if not RECORD_NAME.match(name):
+        return "file", NOT_A_RECORD_NAME
+    if name[:16] != when[:19].replace("-", "").replace(":", "") + "Z":
+        return "created_utc", (f"{when or 'no valid created_utc'} does not match the time in the file name {name!r}; "
+                               "record names are written by the runner")
+    return None
 
 
 def _slug(text: str) -> str:
