@@ -24,8 +24,10 @@ either way).
   against 1209 TFLOP/s, triton-lang/triton PR 5461; docs/sources.md). There a 128x256 tile does
   2*128*256*4096 FLOP at twice the bf16 rate, the same tile time as ours at K = 2048; at our
   K = 1024 the tile is half as long, so the same fixed boundary cost is about twice the
-  fraction: 1 + 2 x 0.063 = 1.13. **Claimed 1.08**, tolerance 0.08: below both estimates; the
-  claim is refuted only when the persistent kernel is slower than the launch-per-tile one.
+  fraction: 1 + 2 x 0.063 = 1.13. **Claimed 1.08**, tolerance 0.07: below both estimates; the
+  threshold is 1.08 x 0.93 = 1.004, so the claim verifies only when the persistent kernel is
+  faster than the launch-per-tile one (0.08 gave 0.994, which `check` now refuses: a kernel no
+  faster than its baseline would have verified).
 
 Only the GPU measures this. The flattened loop is compiled for sm_90 here
 (tests/kernels/test_sm90_compile.py); on CPU the interpreter runs the same loop (flattening is a

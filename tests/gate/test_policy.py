@@ -38,6 +38,8 @@ CASES = {
     "trials-zero": ("correctness.trials", "greater than or equal to 1"),
     "tolerance-negative": ("claimed.tolerance", "greater than or equal to 0"),
     "tolerance-nan": ("claimed.tolerance", "finite"),
+    "tolerance-above-half": ("claimed.tolerance", "promises little"),
+    "speedup-threshold-below-one": ("claimed.tolerance", "a kernel no faster than its baseline would verify it"),
     "rtol-string": ("correctness.rtol", "number"),
     "yaml-syntax": ("yaml", "column"),
     "duplicate-key": ("correctness.rtol", "duplicate key (first at line 30)"),

@@ -30,6 +30,7 @@ TOLERANCE_CEILINGS = {
     "float8_e4m3fn": 1e-1, "float8_e5m2": 1e-1, "int8": 1.5e-2, "uint8": 1.5e-2, "int4": 1.5e-2,
     "int32": 0.0, "int64": 0.0,
 }
+MAX_TOLERANCE = 0.5  # claimed.tolerance: above it, a half-size measurement reproduces the claim
 REQUIRED_BLOCKS = ("source", "claimed") + POLICY_FIELDS
 VENDOR_WORDS = ("datasheet", "data-sheet", "data sheet", "peak", "spec sheet", "spec-sheet",
                 "marketing", "vendor", "brochure", "product brief")
@@ -182,6 +183,7 @@ def semantic(claim: Claim, doc: Document, path: Path, root: Path, listing) -> li
         refs_ok &= _ref(ref, root, kernels, keypath, add)
     _expressions(claim, add)
     _tolerances(claim, add)
+    _claimed(claim, add)
     _precision(claim, add)
     if claim.hardware.device == "cuda" and not claim.workload.bytes:
         add(("workload", "bytes"), "a cuda claim needs `workload.bytes` (the fewest bytes that must move): the physics floor is computed from it")
@@ -258,6 +260,19 @@ def _tolerances(claim: Claim, add) -> None:
         if v is not None and v > ceiling:
             add(("correctness", key), f"{v:g} is looser than {claim.precision.dtype} justifies (ceiling {ceiling:g}); "
                 "tighten it, or explain why in `correctness.tolerance_reason`")
+
+
+def _claimed(claim: Claim, add) -> None:
+    """A claim must promise what it names: measured at its threshold, it still says its number."""
+    c = claim.claimed
+    if c.tolerance > MAX_TOLERANCE:
+        add(("claimed", "tolerance"), f"{c.tolerance:g} lets a measurement of {1 - c.tolerance:.0%} of the claimed "
+            f"value reproduce it, which promises little; narrow it to {MAX_TOLERANCE:g} or less, or claim the "
+            "value you measure")
+    elif c.metric == "speedup" and c.value > 1 and c.value * (1 - c.tolerance) <= 1:
+        add(("claimed", "tolerance"), f"a speedup of {c.value:g} with tolerance {c.tolerance:g} is reproduced by "
+            f"{c.value * (1 - c.tolerance):.4g}, which is not above 1: a kernel no faster than its baseline would "
+            f"verify it; narrow the tolerance below {1 - 1 / c.value:.3g}, or claim parity with a value of 1 or less")
 
 
 def _precision(claim: Claim, add) -> None:
