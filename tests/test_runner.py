@@ -49,9 +49,13 @@ def test_cpu_claim_runs_to_a_verified_record_that_audit_can_recompute(project, h
 
 
 def test_repeat_combines_processes_into_one_ci(project, hw):
-    out = run_one(project / "claims/valid/rowsum-cpu.yaml", project, hw, opts(project, repeat=2))
+    said: list[str] = []
+    out = run_one(project / "claims/valid/rowsum-cpu.yaml", project, hw, opts(project, repeat=2, progress=said.append))
     rec = load_record(out.record_path)
     assert set(rec.kernel.processes) == {0, 1} and rec.protocol["repeat"] == 2
+    # each process's lines say which process they come from (issue 26: "trial 1/3" three times)
+    trials = [line for line in said if "correctness: trial 1/" in line]
+    assert [t.split(": ")[1] for t in trials] == ["process 1/2", "process 2/2"], said
 
 
 def test_triton_kernel_on_cpu_is_checked_under_the_interpreter(project, hw):

@@ -155,13 +155,18 @@ def _measure(claim, claim_path: Path, root: Path, hw: Hardware, opts: RunOptions
     default_repeat = MIN_PROCESSES.get(device, 1) if claim.hardware.count == 1 else 1
     repeat = max(1, opts.repeat or default_repeat) if ok else 1
     for i in range(repeat):
-        say(f"{claim.id}: starting its processes" + (f" (repeat {i + 1}/{repeat})" if repeat > 1 else ""))
+        # every line of a repeated run names its process: "trial 1/3" three times said nothing (issue 26)
+        tag = f"{claim.id}: process {i + 1}/{repeat}: " if repeat > 1 else f"{claim.id}: "
+        say(f"{tag}starting its processes")
+
+        def progress(msg: str, tag: str = tag) -> None:
+            say(f"{tag}{msg}")
         if claim.hardware.count > 1:
             from claimbench.run.launch import Nodes, launch
             nodes = Nodes(claim.hardware.nodes, opts.node_rank, opts.master_addr, opts.master_port)
-            run = launch(job, claim.hardware.count, nodes, opts.sandbox, run_id, lambda msg: say(f"{claim.id}: {msg}"))
+            run = launch(job, claim.hardware.count, nodes, opts.sandbox, run_id, progress)
         else:
-            run = orchestrate(job, servers.get(sandbox, job.env), lambda msg: say(f"{claim.id}: {msg}"), stop=stop).to_dict()
+            run = orchestrate(job, servers.get(sandbox, job.env), progress, stop=stop).to_dict()
         runs.append(run)
         if run.get("outcome") or (run.get("correctness") or {}).get("passed") is not True:
             break
