@@ -96,9 +96,24 @@ def run_claims(paths: list[Path], root: Path, opts: RunOptions, hw: Optional[Har
         paths = select(paths, hw) if select else paths
         listing = load_listing(root)
         opts.progress and opts.progress(f"hardware: {hw.name} ({hw.device}); {len(paths)} claim(s)")
+        if paths and opts.progress and hw.device == "cpu" and not opts.correctness_only:
+            _say_if_busy(opts.progress)
         for p in paths:
             outcomes.append(run_one(p, root, hw, opts, listing=listing, servers=servers))
     return hw, outcomes
+
+
+def _say_if_busy(say: Callable[[str], None]) -> None:
+    """One line at the start when the machine is already busy: a CPU number measured now ends
+    `inconclusive` ("machine busy"), and saying so after minutes of rounds wasted them (issue 26)."""
+    from claimbench.run.census import other_load_now
+    from claimbench.stats.precision import BUSY_CPU_FRACTION
+
+    share = other_load_now()
+    if share > BUSY_CPU_FRACTION:
+        say(f"machine busy now: {share:.0%} of the cores are used by other processes (more than "
+            f"{BUSY_CPU_FRACTION:.0%}); CPU numbers measured now will likely end inconclusive (machine busy): "
+            "stop that work or run on a quieter machine")
 
 
 def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listing=None,

@@ -257,3 +257,20 @@ def machine_busy_s() -> tuple[float, int]:
     idle = vals[3] + (vals[4] if len(vals) > 4 else 0)
     busy = sum(vals[:8]) - idle
     return busy / CLK_TCK, os.cpu_count() or 1
+
+
+def other_load_now(window_s: float = 0.5, own_root: Optional[int] = None) -> float:
+    """The share of all cores that processes outside ``own_root``'s tree (default: this process)
+    used over the next ``window_s``: the same arithmetic as the timed rounds' meter, taken before
+    any claim runs, so a busy machine is named at the start instead of after minutes of rounds."""
+    import time
+
+    root = os.getpid() if own_root is None else own_root
+    busy0, ncpu = machine_busy_s()
+    own0 = cpu_seconds(tree([root]))
+    t0 = time.monotonic()
+    time.sleep(window_s)
+    busy1, _ = machine_busy_s()
+    own1 = cpu_seconds(tree([root]))
+    wall = max(time.monotonic() - t0, 1e-6)
+    return max(0.0, (busy1 - busy0) - max(0.0, own1 - own0)) / (wall * ncpu)
