@@ -98,6 +98,13 @@ def _corrupt_record(t: Path) -> Path:
     return t / "runs"
 
 
+def _one_record(published: Path, t: Path) -> str:
+    from claimbench.store.record import write_record
+
+    rec = rk.build(published, "softmax-online", kernel_us=150, baseline_us=243, seed=1)
+    return str(write_record(t / "one", rec))
+
+
 def _root(p: Path) -> str:
     return str(p.parents[1])
 
@@ -126,6 +133,9 @@ CASES = {
     "audit": {0: lambda t, p: ["--root", str(p), "audit", "--no-cache"],
               1: lambda t, p: ["--root", _broken_list(p, t), "audit", "--no-cache"]},
     "table": {0: lambda t, p: ["--root", str(p), "table"], 2: lambda t, p: ["--root", str(p), "table", "--format", "xml"]},
+    "compare": {0: lambda t, p: (lambda r: ["compare", r, r])(_one_record(p, t)),
+                1: lambda t, p: (lambda r: ["compare", str(r), str(r)])(next(_corrupt_record(t).rglob("*.json"))),
+                2: lambda t, p: ["compare", str(t / "none"), str(t / "none")]},
     "site": {0: lambda t, p: ["--root", str(rk.copy_tree(t / "s")), "site"], 1: lambda t, p: ["--root", _broken_list(p, t), "site"]},
 }
 # Exercised where that work is done anyway: `run` 0, `reproduce` 0 and 1 in test_reproduce.py.

@@ -15,7 +15,7 @@ import sys
 from claimbench import __version__
 from claimbench.errors import EXIT_USAGE, UserError
 
-COMMANDS = ("new", "check", "list", "show", "schema", "run", "ingest", "reproduce", "publish", "audit", "table", "site")
+COMMANDS = ("new", "check", "list", "show", "schema", "run", "ingest", "reproduce", "publish", "audit", "table", "compare", "site")
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -27,6 +27,7 @@ EXIT_CODES: dict[str, tuple[tuple[int, str], ...]] = {
     "publish": ((0, "list written or unchanged"), (1, "the list is malformed or changed meanwhile")),
     "audit": ((0, "nothing wrong"), (1, "any problem")),
     "table": ((0, "printed"), (2, "usage")),
+    "compare": ((0, "no claim slower, gone or refused"), (1, "any SLOWER, MISSING or REFUSED"), (2, "usage")),
     "site": ((0, "written"), (1, "the list is malformed")),
 }
 
