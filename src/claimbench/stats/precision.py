@@ -99,10 +99,12 @@ def gpu_sharing_reason(device: str, other_gpu_processes: Optional[int]) -> Optio
     return f"{n} other process{'es' if n != 1 else ''} used the GPU during the timed rounds"
 
 
-def too_wide_reason(fraction: float, limit: float, device: str, claimed: Optional[float]) -> str:
+def too_wide_reason(fraction: float, limit: float, device: str, claimed: Optional[float], advice: str = "") -> str:
+    """Why the interval is too wide and, from its spreads (stats/settle.py), what would settle it."""
     whose = "the claim's max_ci_halfwidth" if claimed is not None else f"the {device or 'default'} default"
-    return (f"CI too wide: half-width {fraction:.1%} of the value, above {limit:.1%} ({whose}); narrow it with "
-            "--repeat N (more processes), more time (--max-time-s), or a quieter machine")
+    head = f"CI too wide: half-width {fraction:.1%} of the value, above {limit:.1%} ({whose})"
+    return f"{head}; {advice}" if advice else (f"{head}; narrow it with --repeat N (more processes), more time "
+                                               "(--max-time-s), or a quieter machine")
 
 
 def precision_reached(kernel: "Samples", baseline: Optional["Samples"], metric: str, *, device: str,

@@ -151,7 +151,11 @@ def _from_timing(ev: Evidence, value: float, low: float, high: float) -> Verdict
         sharing = precision.gpu_sharing_reason(ev.device, ev.other_gpu_processes)
         blockers += [sharing] if sharing else []
         if ok and not blockers and frac > limit:
-            return Verdict(Status.INCONCLUSIVE, f"{precision.too_wide_reason(frac, limit, ev.device, ev.max_ci_halfwidth)}; {shown}", **v)
+            from claimbench.stats.settle import advice
+
+            hint = advice(ev.kernel, ev.baseline if ev.metric == "speedup" else None, limit) if ev.kernel else ""
+            why = precision.too_wide_reason(frac, limit, ev.device, ev.max_ci_halfwidth, hint)
+            return Verdict(Status.INCONCLUSIVE, f"{why}; {shown}", **v)
         nprocs = len(set(ev.kernel.processes)) if ev.kernel is not None else 0
         few = precision.too_few_processes_reason(ev.protocol_version, ev.device, nprocs)
         if ok and not blockers and few:
