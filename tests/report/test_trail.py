@@ -25,6 +25,8 @@ def test_chain_for_a_published_claim(tree):
     assert "not current: stale hash: claims/softmax-online.yaml changed since the run" in text
     assert "shows on 'Foundational kernel exercises > Online Normalizer Calculation for Softmax' (line 11): 1.62× [1.61, 1.63]" in text
     assert "off for GH200 480GB: stale hash" in text
+    # the reader's next step is printed under the number (issue 26)
+    assert f"reproduce it: claimbench reproduce results/records/softmax-online/{recs['softmax_h200'].name}" in text
 
 
 def test_chain_explains_a_superseded_number(tree):
@@ -47,6 +49,9 @@ def test_record_readable(tree):
     assert "kernel    60 samples kept, 0 dropped for throttling; 12 rounds in 1 process(es)" in text
     assert "trial 3 seed 1022: passed" in text and "rel_l2 0.006" in text
     assert "hardware   H200 (nvidia-h200)" in text
+    assert f"reproduce  or         claimbench reproduce {recs['softmax_h200']}" in text
+    assert "reproduce  run        git checkout --detach" in text
+    assert all(len(line) < 200 for line in text.splitlines() if not line.lstrip().startswith(("sources", "software")))
 
 
 def test_failed_correctness_is_shown_per_trial(tmp_path):

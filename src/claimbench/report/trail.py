@@ -68,6 +68,7 @@ def show_provenance(root: Path, claim_id: str, *, results_dir: Optional[Path] = 
     for n in shown:
         out.append(_t(f"    shows on {n.entry_key!r} (line {n.entry_line}): {' · '.join(n.parts)}"))
         out.append(_t(f"      because {at}/{n.record} is the latest current record for {n.machine}, and it is verified"))
+        out.append(_t(f"      reproduce it: claimbench reproduce {at}/{n.record}"))
     for n in (n for n in p.hidden if n.claim_id == claim_id):
         out.append(_t(f"    not shown on {n.entry_key!r}: over the per-entry limit ({at}/{n.record})"))
     for r in (r for r in p.removed if r.claim_id == claim_id):
@@ -116,6 +117,7 @@ def show_record(path: Path) -> str:
     the per-trial errors. Only a regular file under the record size cap is read."""
     from claimbench.spec.display import machine_name
     from claimbench.store.index import hardware_name, hardware_slug
+    from claimbench.store.recipe import recipe
     from claimbench.store.record import load_record
 
     r = load_record(Path(path))
@@ -152,19 +154,24 @@ def show_record(path: Path) -> str:
     if r.outcome:
         out.append(f"  outcome    {r.outcome}: {r.outcome_reason}")
     out += _side("kernel", r.kernel) + _side("baseline", r.baseline)
-    if r.protocol:
-        out.append("  protocol   " + ", ".join(f"{k} {v}" for k, v in sorted(r.protocol.items())))
+    if r.protocol:  # one key a line, each cut to a screen: it held about 2,000 characters on one (issue 26)
+        out += [f"  {'protocol' if i == 0 else '':<10} {k} {_cut(str(v))}" for i, (k, v) in enumerate(sorted(r.protocol.items()))]
     if r.floor_us:
         out.append(f"  floor      {r.floor_us:.4g} us ({r.floor_term})")
     elif r.value is not None:  # a number no physics check stood behind must say so
         out.append("  floor      none applied: " + (r.floor_term or "the claim declares neither flops nor bytes, "
                                                      "or no ceiling was measured"))
     if r.ceilings:
-        out.append("  ceilings   " + ", ".join(f"{k} {v}" for k, v in sorted(r.ceilings.items())))
+        out.append("  ceilings   " + _cut(", ".join(f"{k} {v}" for k, v in sorted(r.ceilings.items()))))
     out.append(f"  correctness {'passed' if c.get('passed') else 'FAILED' if c.get('passed') is False else 'unknown'}"
                + (f": {c.get('reason')}" if c.get("reason") else ""))
     out += _trials(c)
     src = sorted(r.source_sha256.items(), key=lambda kv: (kv[0].startswith((".", "/")) or "site-packages" in kv[0], kv[0]))
     more = f", and {len(src) - 8} more" if len(src) > 8 else ""
     out.append(f"  sources    {len(src)} file(s): " + ", ".join(f"{k} {v[:12]}" for k, v in src[:8]) + more)
+    out += [f"  reproduce  {line}" for line in recipe(r, str(path)).lines()]
     return "\n".join(_t(line) for line in out)
+
+
+def _cut(text: str, width: int = 110) -> str:
+    return text if len(text) <= width else text[:width - 1] + "…"
