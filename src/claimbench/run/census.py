@@ -10,6 +10,7 @@ here, from outside, whatever it reports.
 from __future__ import annotations
 
 import os
+import time
 from dataclasses import dataclass
 from typing import Iterable, Optional
 
@@ -259,18 +260,36 @@ def machine_busy_s() -> tuple[float, int]:
     return busy / CLK_TCK, os.cpu_count() or 1
 
 
+
+@dataclass(frozen=True)
+class LoadMark:
+    """The machine's busy CPU seconds and ours at one moment: the start of a load measurement."""
+
+    busy_s: float
+    ours_s: float
+    t: float
+    ncpu: int
+
+
+def load_mark(ours: Iterable[int]) -> LoadMark:
+    busy, ncpu = machine_busy_s()
+    return LoadMark(busy, cpu_seconds(ours), time.monotonic(), ncpu)
+
+
+def other_fraction(mark: LoadMark, ours: Iterable[int]) -> tuple[float, float]:
+    """(the share of all cores that processes other than ``ours`` used since ``mark``, wall seconds):
+    the machine's busy time minus our processes' own, over wall time times the CPUs."""
+    wall = time.monotonic() - mark.t
+    busy, _ = machine_busy_s()
+    others = max(0.0, (busy - mark.busy_s) - (cpu_seconds(ours) - mark.ours_s))
+    return others / max(wall * mark.ncpu, 1e-9), wall
+
+
 def other_load_now(window_s: float = 0.5, own_root: Optional[int] = None) -> float:
     """The share of all cores that processes outside ``own_root``'s tree (default: this process)
-    used over the next ``window_s``: the same arithmetic as the timed rounds' meter, taken before
-    any claim runs, so a busy machine is named at the start instead of after minutes of rounds."""
-    import time
-
+    used over the next ``window_s``: the timed rounds' meter, taken before any claim runs, so a
+    busy machine is named at the start instead of after minutes of rounds."""
     root = os.getpid() if own_root is None else own_root
-    busy0, ncpu = machine_busy_s()
-    own0 = cpu_seconds(tree([root]))
-    t0 = time.monotonic()
+    mark = load_mark(tree([root]))
     time.sleep(window_s)
-    busy1, _ = machine_busy_s()
-    own1 = cpu_seconds(tree([root]))
-    wall = max(time.monotonic() - t0, 1e-6)
-    return max(0.0, (busy1 - busy0) - max(0.0, own1 - own0)) / (wall * ncpu)
+    return other_fraction(mark, tree([root]))[0]

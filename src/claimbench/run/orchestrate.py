@@ -157,16 +157,13 @@ def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str
     hooks.shape_after_load, hooks.settings_after_load = found.pop("_load_reference")
     hooks.server_shape = census.shape([s.server.host_pid]).get(s.server.host_pid)
     everyone = _own_processes(s)
-    busy0, ncpu = census.machine_busy_s()
-    ours0, t0 = census.cpu_seconds(everyone), time.monotonic()
+    mark = census.load_mark(everyone)
     say("timing: warm-up")
     pair = measure_pair("kernel", "baseline", timer, cfg, hooks=hooks,
                         progress=lambda phase, detail: say(f"{phase}: {detail}"), clock=coord.clock, enough=stop)
     hooks.finish_round()
-    wall = time.monotonic() - t0
-    busy1, _ = census.machine_busy_s()
-    others = max(0.0, (busy1 - busy0) - (census.cpu_seconds(everyone) - ours0))
-    found["load"] = {"other_cpu_fraction": round(others / max(wall * ncpu, 1e-9), 4), "cpus": ncpu, "wall_s": round(wall, 3)}
+    other, wall = census.other_fraction(mark, everyone)
+    found["load"] = {"other_cpu_fraction": round(other, 4), "cpus": mark.ncpu, "wall_s": round(wall, 3)}
     first = timer.calls_per_block.get("kernel", 1)
     found["timing"] = pair.to_dict()
     found["tensor_bytes"] = float(inputs.nbytes() + _output_bytes(s))

@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence
 
 from claimbench.stats import precision
 from claimbench.stats.resample import MIN_ROUNDS, Request, Samples, bootstrap_ci, bootstrap_many, median, metric_value
+from claimbench.stats.settle import advice
 from claimbench.stats.status import Status
 
 __all__ = ["Evidence", "Samples", "Verdict", "bootstrap_ci", "decide", "decide_many", "metric_value", "MIN_ROUNDS"]
@@ -151,8 +152,6 @@ def _from_timing(ev: Evidence, value: float, low: float, high: float) -> Verdict
         sharing = precision.gpu_sharing_reason(ev.device, ev.other_gpu_processes)
         blockers += [sharing] if sharing else []
         if ok and not blockers and frac > limit:
-            from claimbench.stats.settle import advice
-
             hint = advice(ev.kernel, ev.baseline if ev.metric == "speedup" else None, limit) if ev.kernel else ""
             why = precision.too_wide_reason(frac, limit, ev.device, ev.max_ci_halfwidth, hint)
             return Verdict(Status.INCONCLUSIVE, f"{why}; {shown}", **v)
