@@ -77,3 +77,32 @@ def test_work_outside_the_events_is_bounded_by_the_null_calls():
         hidden.sample("kernel", None)
     problems = _bracket_problems(hidden, "cuda")
     assert any("outside its CUDA events" in p for p in problems), problems
+
+
+class TwoRanks:
+    """The orchestrators' group as seen by one rank: `max` with the other rank's value."""
+
+    rank, world = 0, 2
+
+    def __init__(self, other):
+        self.other, self.maxed = other, []
+
+    def max(self, values):
+        self.maxed.append(list(values))
+        return [max(v, o) for v, o in zip(values, self.other)]
+
+    def barrier(self):
+        pass
+
+
+def test_ranks_with_different_null_spreads_double_their_blocks_to_one_target():
+    """The CI failure of 2026-12-02: each rank stopped doubling at its own null spread, one rank made
+    more calls than the other, and their sides' collectives waited on each other until the limit."""
+    t = RemoteTimer(Session({}), "cpu", hot=True, min_block_us=100.0, flush_bytes=None, l2_reset=None,
+                    coord=TwoRanks([900.0]))
+    t.bracket.null_iqr_us["kernel"] = 10.0  # this rank alone: 3 x 10 us < 100 us
+    assert t.block_target("kernel") == 900.0  # the other rank's, larger, target wins on both
+    assert t.coord.maxed == [[100.0]]
+    solo = RemoteTimer(Session({}), "cpu", hot=True, min_block_us=100.0, flush_bytes=None, l2_reset=None)
+    solo.bracket.null_iqr_us["kernel"] = 50.0
+    assert solo.block_target("kernel") == 150.0

@@ -155,8 +155,7 @@ class RemoteTimer:
             return 0
         # on CPU the block must also be long against the null call's own spread, or the subtraction
         # leaves mostly noise; samples at or below zero are counted and refuse the run past 2%
-        target = max(self.min_block_us, RESOLUTION * self.bracket.null_iqr_us.get(side, 0.0)) if self.device == "cpu" \
-            else self.min_block_us
+        target = self.block_target(side)
         n, made = 1, 0
         while True:  # the median of three samples per size: one lucky sample must not end the search
             self.calls_per_block[side] = n
@@ -165,6 +164,14 @@ class RemoteTimer:
             if per_call * n >= target or n >= 1 << 20:
                 return made
             n *= 2
+
+    def block_target(self, side: str) -> float:
+        """How long a block must last, the same on every rank: each rank's null spread is its own,
+        and a rank that stopped doubling before the others would make one call fewer than they
+        do, so their collectives would wait on each other until the claim's time ran out."""
+        target = max(self.min_block_us, RESOLUTION * self.bracket.null_iqr_us.get(side, 0.0)) \
+            if self.device == "cpu" else self.min_block_us
+        return self.coord.max([target])[0] if self.coord.world > 1 else target
 
     def sample(self, side: str, fn: Any, record: bool = True) -> Sample:
         n = self.calls_per_block.get(side, 1)
