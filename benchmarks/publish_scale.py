@@ -5,7 +5,9 @@ entry per claim) and 100,000 record files shaped like the runner's (every field 
 samples per side in 12 rounds, 5 correctness trials, indent=1 JSON as `write_record` writes it).
 Each record's verdict comes from `decide()`: samples are drawn from 40 templates per claim kind,
 so generation takes minutes instead of hours, while every record file is still distinct and
-self-consistent (audit finds 0 problems). Then it times, each in a fresh process through the CLI:
+self-consistent (audit finds 0 problems). The project is a git repository and every record names
+its real commit, whose files have the hashes the record carries: the path timed is the one real
+records take, with the commit check (`store/atcommit`) included, not the refusal path. Then it times, each in a fresh process through the CLI:
 the cold index rebuild, publish, a second (idempotent) publish, audit cold and warm, and table,
 at 10k, 30k and 100k records (the smaller trees are hard-linked subsets of the big one).
 
@@ -118,8 +120,19 @@ def _side(samples, rounds):
             "median_us": float(np.median(x)), "iqr_us": float(q3 - q1)}
 
 
+def commit_project(root: Path) -> str:
+    """The claims, kernels and list committed (results stay untracked, as a run leaves them); HEAD."""
+    def git(*a: str) -> str:
+        return subprocess.run(["git", "-C", str(root), "-c", "user.name=bench", "-c", "user.email=bench@example.com",
+                               "-c", "commit.gpgsign=false", *a], check=True, capture_output=True, text=True).stdout.strip()
+    git("init", "-q")
+    git("add", "claims", "kernels", "LIST.md")
+    git("commit", "-q", "-m", "the scale project")
+    return git("rev-parse", "HEAD")
+
+
 def write_records(args) -> int:
-    root, jobs, tpl, hashes = args
+    root, jobs, tpl, hashes, commit = args
     for n, c, h, day in jobs:
         metric, claimed, _ = KINDS[c % len(KINDS)]
         t = tpl[c % len(KINDS)][(n * 7919) % TEMPLATES]
@@ -129,7 +142,7 @@ def write_records(args) -> int:
         dirty = n % 50 == 0
         rec = {
             "schema_version": SCHEMA_VERSION, "protocol_version": PROTOCOL_VERSION, "claim_id": f"claim-{c:04d}", "created_utc": created,
-            "harness_version": "0.1.0", "git_commit": f"{n * 2654435761 % (1 << 40):010x}", "git_dirty": dirty,
+            "harness_version": "0.1.0", "git_commit": commit, "git_dirty": dirty,
             "claim_sha256": hashes["claim", c], "claim_path": f"claims/claim-{c:04d}.yaml",
             "source_sha256": {f"kernels/k{c % 20:02d}.py": hashes["k", c % 20], "kernels/__init__.py": hashes["init"]},
             "seeds": [n * 10 + i for i in range(5)],
@@ -177,6 +190,7 @@ def write_records(args) -> int:
 
 def generate(root: Path, n_records: int) -> list[Path]:
     make_project(root)
+    commit = commit_project(root)
     hashes = {("claim", c): sha(root / "claims" / f"claim-{c:04d}.yaml") for c in range(N_CLAIMS)}
     hashes.update({("k", k): sha(root / "kernels" / f"k{k:02d}.py") for k in range(20)})
     hashes["init"] = sha(root / "kernels" / "__init__.py")
@@ -186,7 +200,7 @@ def generate(root: Path, n_records: int) -> list[Path]:
     tpl = templates()
     chunks = [jobs[i::8] for i in range(8)]
     with ProcessPoolExecutor(2) as pool:
-        sum(pool.map(write_records, [(root, ch, tpl, hashes) for ch in chunks]))
+        sum(pool.map(write_records, [(root, ch, tpl, hashes, commit) for ch in chunks]))
     files = sorted((root / "results" / "records").rglob("*.json"))
     random.Random(1).shuffle(files)
     return files
@@ -196,6 +210,7 @@ def subset(big: Path, files: list[Path], n: int, dst: Path) -> None:
     for name in ("claims", "kernels"):
         shutil.copytree(big / name, dst / name, copy_function=os.link)
     shutil.copy(big / "LIST.md", dst / "LIST.md")
+    shutil.copytree(big / ".git", dst / ".git")  # the same commit: the records name it
     for f in files[:n]:
         target = dst / f.relative_to(big)
         target.parent.mkdir(parents=True, exist_ok=True)

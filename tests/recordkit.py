@@ -2,12 +2,15 @@
 
 Records are made through the `Record` model with realistic raw samples (60 per side, 12 rounds
 of 5) and their verdict comes from `decide()`, so each one is self-consistent and `audit` finds
-nothing wrong with it until a test breaks it on purpose.
+nothing wrong with it until a test breaks it on purpose. A fixture tree is a git repository with
+its claims and kernels committed, and each record names the tree's real HEAD: publish, audit and
+ingest check that the commit exists and holds the files the record hashed.
 """
 
 from __future__ import annotations
 
 import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -34,11 +37,31 @@ HARDWARE = {
 }
 
 
-def copy_tree(dst: Path) -> Path:
-    """A writable copy of the fixture tree (claims, kernels, LIST.md), results empty."""
+def copy_tree(dst: Path, *, committed: bool = True) -> Path:
+    """A writable copy of the fixture tree (claims, kernels, LIST.md), committed unless told not
+    to (a project outside git); results empty."""
     shutil.copytree(FIXTURE, dst, ignore=shutil.ignore_patterns("records_v1", "__pycache__"))
     (dst / "results").mkdir(exist_ok=True)
+    if committed:
+        git(dst, "init", "-q")
+        commit_all(dst, "the fixture project")
     return dst
+
+
+def git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), "-c", "user.name=fixture", "-c", "user.email=fixture@example.com",
+                           "-c", "commit.gpgsign=false", *args], check=True, capture_output=True, text=True).stdout.strip()
+
+
+def commit_all(root: Path, message: str = "edit") -> str:
+    """Commit every change outside results/ (records stay untracked, as a run leaves them); the new HEAD."""
+    git(root, "add", "-A", "--", ".", ":!results")
+    git(root, "commit", "-q", "--allow-empty", "-m", message)
+    return head(root)
+
+
+def head(root: Path) -> str:
+    return git(root, "rev-parse", "HEAD")
 
 
 def load_claim(root: Path, claim_id: str) -> Claim:
@@ -83,7 +106,7 @@ def build(root: Path, claim_id: str, *, hw: str = "nvidia-h200", created: str = 
                             "max_abs_err": 1e-3 * (i + 1), "passed": correctness_passed}]} for i in range(3)]
     fields = dict(
         protocol_version=protocol_version, claim_id=claim_id, created_utc=created, harness_version="0.1.0",
-        git_commit="abc1234def", git_dirty=dirty,
+        git_commit=head(root), git_dirty=dirty,
         claim_path=f"claims/{claim_id}.yaml", claim_sha256=sha256_file(root / "claims" / f"{claim_id}.yaml"),
         source_sha256={"kernels/stubs.py": sha256_file(root / "kernels" / "stubs.py")},
         seeds=[1000 + seed * 10 + i for i in range(3)], hardware=hardware(hw), mode=mode,
@@ -127,9 +150,21 @@ def standard(root: Path) -> dict[str, Path]:
     R["blackwell_b200"] = write(root, build(root, "blackwell-time", hw="nvidia-b200", created="2026-10-07T09:00:00.000000Z", kernel_us=12.3, seed=10))
     R["transpose_old"] = write(root, build(root, "transpose-tiled", created="2026-09-01T09:00:00.000000Z", kernel_us=150, baseline_us=210, seed=11))
     R["transpose_new"] = write(root, build(root, "transpose-tiled", created="2026-10-01T09:00:00.000000Z", kernel_us=150, baseline_us=160, seed=12))
-    stale = build(root, "softmax-online", hw="nvidia-gh200", created="2026-10-25T09:00:00.000000Z", kernel_us=150, baseline_us=240, seed=13)
-    R["softmax_gh200_stale"] = write(root, stale.model_copy(update={"claim_sha256": "0" * 64}))
+    R["softmax_gh200_stale"] = write(root, older_claim(root, "softmax-online", hw="nvidia-gh200", created="2026-10-25T09:00:00.000000Z", kernel_us=150, baseline_us=240, seed=13))
     return R
+
+
+def older_claim(root: Path, claim_id: str, **kw) -> Record:
+    """A record made at an earlier commit whose claim file differed (a comment more): at HEAD its
+    claim hash is stale, at its own commit everything matches."""
+    path = root / "claims" / f"{claim_id}.yaml"
+    now = path.read_bytes()
+    path.write_bytes(now + b"# an earlier version of this claim\n")
+    commit_all(root, "an earlier claim")
+    rec = build(root, claim_id, **kw)
+    path.write_bytes(now)
+    commit_all(root, "the claim as it is now")
+    return rec
 
 
 _TEMPLATE: list = []

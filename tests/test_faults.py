@@ -31,10 +31,12 @@ def tree(tmp_path):
     return root, recs
 
 
-def _as_reader(args: list[str], cwd: Path) -> subprocess.CompletedProcess:
+def _as_reader(args: list[str], cwd: Path, trusted: bool = True) -> subprocess.CompletedProcess:
     """Run the CLI as a user who may read the tree but write nothing in it: an unprivileged user
     when this runs as root (root writes anywhere), else ourselves on a tree made read-only."""
-    env = {**os.environ, "PYTHONPATH": SRC, "HOME": "/tmp"}
+    env = {**os.environ, "PYTHONPATH": SRC, "HOME": "/tmp",  # a reader who trusts this clone says so to git
+           **({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": str(cwd)}
+              if trusted else {})}
     cmd = [sys.executable, "-m", "claimbench", "--root", str(cwd), *args]
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv")
@@ -78,6 +80,17 @@ def test_read_only_results_work_for_readers(readonly_tree, args, code, phrase):
     assert r.returncode == code, r.stdout + r.stderr
     assert phrase in r.stdout
     assert not (root / "results" / ".cache").exists()
+
+
+def test_a_clone_git_will_not_read_fails_closed_with_how_to_trust_it(readonly_tree):
+    """Another user's clone: git refuses it (safe.directory), so no record's commit can be checked,
+    and audit says why and how to trust it instead of passing or crashing."""
+    root, _ = readonly_tree
+    if os.geteuid() != 0:
+        pytest.skip("needs another user: git reads a clone its own user owns")
+    r = _as_reader(["audit"], root, trusted=False)
+    assert r.returncode == 1 and "Traceback" not in r.stderr, r.stderr
+    assert "which another user owns" in r.stdout and "safe.directory" in r.stdout, r.stdout
 
 
 def test_show_record_in_a_read_only_tree(readonly_tree):

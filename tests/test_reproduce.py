@@ -27,7 +27,7 @@ def test_recipe_of_a_gpu_record(tmp_path):
     rec = rk.build(root, "softmax-online", kernel_us=150, baseline_us=240)
     steps = recipe(rec, "results/records/softmax-online/x.json")
     assert steps.needs == "1 x NVIDIA H200 (compute capability 9.0, 132 SMs)"
-    assert steps.shell() == ("git checkout --detach abc1234def && ./scripts/bootstrap.sh && "
+    assert steps.shell() == (f"git checkout --detach {rec.git_commit} && ./scripts/bootstrap.sh && "
                              ".venv/bin/claimbench run claims/softmax-online.yaml")
     assert steps.lines()[-1] == "or         claimbench reproduce results/records/softmax-online/x.json"
 

@@ -198,3 +198,15 @@ def test_the_table_shows_a_value_without_a_confidence_interval():
     out = Outcome("c", Path("c.yaml"), Status.INCONCLUSIVE, "fewer than 3 timed rounds", value=1.5,
                   metric="speedup", claimed_value=2.0, hardware="cpu")
     assert "1.5 [no CI]" in format_table([out])
+
+
+def test_checked_claims_share_the_lock_only_where_no_census_sees_their_records(tmp_path):
+    """A results folder outside the project is watched by each run writing into it: two checked
+    claims side by side there took each other's records for planted ones (and quarantined them)."""
+    from claimbench.runner import _census_blind_to
+
+    root = tmp_path / "proj"
+    root.mkdir()
+    assert _census_blind_to(root / "results" / ".cache" / "test-records", root)
+    assert not _census_blind_to(root / "results", root)
+    assert not _census_blind_to(tmp_path / "elsewhere", root)

@@ -265,10 +265,13 @@ def _ceilings(claim, hw: Hardware, opts: RunOptions, dtype: str, servers, say) -
 
 def _census_blind_to(results: Path, root: Path) -> bool:
     """Records written under ``results`` are never seen by another claim's file census: the folder
-    is outside the project or under one the census skips (`results/.cache/...`, the test command's)."""
+    is under one the census skips (`results/.cache/...`, the test command's). A folder outside the
+    project is not: the run watches it too (a claim's process must not plant a record there), so two
+    claims writing into it at once each took the other's record for a planted one and moved it to
+    the quarantine (found 2026-12-02 with `--claims-results /tmp/...` under pytest-xdist)."""
     res, top = Path(results).resolve(), root.resolve()
     if not res.is_relative_to(top):
-        return True
+        return False
     return any(part in filecensus.SKIP_DIRS for part in res.relative_to(top).parts)
 
 

@@ -154,7 +154,7 @@ def test_sources_and_defaults(project, tmp_path, capsys):
 
 
 def test_outside_a_git_repository_is_a_usage_error(tmp_path, capsys):
-    root = rk.copy_tree(tmp_path / "plain")
+    root = rk.copy_tree(tmp_path / "plain", committed=False)
     assert main(["--root", str(root), "ingest", str(root)]) == 2
     assert "not a git repository" in capsys.readouterr().err
 

@@ -122,11 +122,12 @@ def test_numbers_carry_interval_kernel_and_machine(site):
 
 def test_claim_page_holds_the_evidence_and_the_reproduce_steps(site):
     _, recs, index = site
+    commit = rk.Record.model_validate_json(recs["softmax_h200"].read_text()).git_commit
     page = (index.parent / "claims" / "softmax-online.html").read_text(encoding="utf-8")
     for needle in ('href="https://example.org/softmax-online"', "softmax-online-history.svg", "softmax-online-samples.svg",
                    "Correctness errors", "rel_l2 0.002", recs["softmax_h100"].name, "stale hash",
                    "needs      1 x NVIDIA H200 (compute capability 9.0, 132 SMs)",
-                   "git checkout --detach abc1234def &amp;&amp; ./scripts/bootstrap.sh &amp;&amp; "
+                   f"git checkout --detach {commit} &amp;&amp; ./scripts/bootstrap.sh &amp;&amp; "
                    ".venv/bin/claimbench run claims/softmax-online.yaml",
                    f"claimbench reproduce results/records/softmax-online/{recs['softmax_h200'].name}"):
         assert needle in page, needle

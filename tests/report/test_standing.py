@@ -240,7 +240,7 @@ def test_dirty_means_a_file_the_number_depends_on(tree):
     dirty = with_changes(["README.md", "kernels/stubs.py", "src/claimbench/verdict.py"], 72)
     p = plan(root, root / "LIST.md", root / "results", now=NOW)
     assert p.why_not[rel(root, dirty)] == ("from a dirty tree: kernels/stubs.py, src/claimbench/verdict.py differed "
-                                           "from commit abc1234def; commit, rerun, or pass --allow-dirty")
+                                           f"from commit {rk.head(root)[:10]}; commit, rerun, or pass --allow-dirty")
     assert [n.record for n in p.numbers if n.claim_id == "blackwell-time"] == [rel(root, clean)]
 
 
@@ -365,3 +365,46 @@ def test_only_numbers_that_would_be_shown_are_recomputed_and_the_next_one_moves_
     problems = audit(root, root / "LIST.md", root / "results", cache=False, now=NOW, max_per_entry=2)
     assert not [x for x in problems if x.path == "LIST.md"]
     assert {x.path for x in problems} == {f"results/{rel(root, recs[k])}" for k in ("bw_h200", "softmax_h200")}
+
+
+def test_a_record_naming_a_commit_the_repository_lacks_is_refused(tree):
+    """Issue 25: ingest refused it, publish showed it and audit passed; now all three refuse it."""
+    root, recs = tree
+    path = recs["transpose_new"]
+    edit(path, lambda d: d.update(git_commit="0123456789abcdef0123456789abcdef01234567"))
+    assert_refused_everywhere(root, path, "git_commit", "is not in this repository", "0123456789")
+
+
+def test_a_number_resting_on_a_git_ignored_module_is_refused(tree):
+    """The run read kernels/build/fast.py, which no commit holds: the number cannot be checked out."""
+    root, recs = tree
+    (root / ".gitignore").write_text("kernels/build/\n")
+    rk.commit_all(root, "ignore the build folder")
+    built = root / "kernels" / "build" / "fast.py"
+    built.parent.mkdir()
+    built.write_text("SPEED = 'secret'\n")
+    rec = rk.build(root, "scan-decoupled", created="2026-11-20T09:00:00.000000Z", kernel_us=117.6, floor_us=100.0, seed=31)
+    rec = rec.model_copy(update={"source_sha256": {**rec.source_sha256, "kernels/build/fast.py": rk.sha256_file(built)}})
+    path = rk.write(root, rec)
+    assert rec.verdict == "verified" and rec.git_dirty is False
+    assert_refused_everywhere(root, path, "source_sha256", "kernels/build/fast.py does not exist at commit",
+                              path.name)
+
+
+def test_a_record_whose_claim_changed_at_a_later_commit_is_stale_not_refused(tree):
+    """Made at its own commit, whose files match: the claim changed since, so it backs no number."""
+    root, recs = tree
+    p, problems, _ = run_both(root)
+    r = rel(root, recs["softmax_gh200_stale"])
+    assert r not in dict((x[0], x) for x in p.refused)
+    assert p.why_not[r].startswith("stale hash: claims/softmax-online.yaml changed"), p.why_not
+    assert not [x for x in problems if x.path == f"results/{r}"]
+
+
+def test_publish_outside_a_git_repository_refuses_records_that_claim_a_clean_commit(tree):
+    root, recs = tree
+    shutil.rmtree(root / ".git")
+    p = publish(root, root / "LIST.md", root / "results", now=NOW)
+    assert p.failed and not p.numbers
+    assert all(key == "git_commit" and "not inside a git repository" in msg for _, key, msg in p.refused
+               if key == "git_commit") and any(key == "git_commit" for _, key, _ in p.refused)

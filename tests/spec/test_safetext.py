@@ -75,6 +75,7 @@ def test_hostile_claim_names_reach_the_list_escaped_and_nothing_crashes(tree, na
     root, _ = tree
     text = HOSTILE[name]
     rename_sides(root, text, text)
+    rk.commit_all(root, "hostile names")  # the record below is made at a commit that holds them
     assert main(["--root", str(root), "check", str(root / "claims" / "softmax-online.yaml")]) == 0
     rk.write(root, rk.build(root, "softmax-online", created="2026-11-25T09:00:00.000000Z", kernel_us=150,
                             baseline_us=243, seed=90))

@@ -2,8 +2,8 @@
 committed store `results/records`, after checking that each says what it holds.
 
 A record names the commit it ran from and the sha256 of its claim file and of every project file
-the run imported or read. Ingest reads those files at that commit (`git cat-file --batch`, one
-process for every record) and refuses a record whose hashes do not match them: a number is only
+the run imported or read. Ingest reads those files at that commit (`store/atcommit`, the check
+publish and audit make too) and refuses a record whose hashes do not match them: a number is only
 worth committing when the code that produced it can be checked out. The verdict, value and CI are
 recomputed from the record's own samples by audit's record check, the one `audit` uses, so a
 record ingest accepts is one audit accepts. Records from a dirty tree, an unknown commit or an
@@ -12,7 +12,6 @@ outdated protocol are refused too. The good ones are copied byte for byte under 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import re
 import subprocess
@@ -23,6 +22,7 @@ from typing import Iterable, Optional, Union
 
 from claimbench.errors import UsageError
 from claimbench.spec.problem import Problem
+from claimbench.store.atcommit import CommitFiles, git_objects
 from claimbench.store.jsonio import loads_json
 from claimbench.store.record import (
     MIN_PROTOCOL_VERSION,
@@ -92,14 +92,19 @@ def ingest(root: Path, sources: Iterable[Path], results: Path, *, dry_run: bool 
             report.refused.append(problem)
         else:
             candidates.append(cand)
-    blobs = _git_blobs(root, _wanted(candidates))
+    commits = CommitFiles(root)
+    commits.load(spec for c in candidates for spec in commits.specs(c.rec.git_commit or "",
+                                                                     [c.rec.claim_path, *c.rec.source_sha256]))
     hashed = []
     for cand in candidates:
-        problem = _against_commit(cand, blobs)
+        problem = _against_commit(cand, commits)
         if problem is not None:
             report.refused.append(problem)
         else:
             hashed.append(cand)
+    copies = _ClaimsAtCommits(root, commits.repository or "", hashed)
+    hashed, refused = [c for c in hashed if copies.problem(c) is None], [copies.problem(c) for c in hashed]
+    report.refused += [p for p in refused if p is not None]
     for cand, problems in zip(hashed, _recompute([c.rec for c in hashed])):
         if problems:
             key, msg = problems[0]
@@ -166,30 +171,56 @@ def _static(c: _Candidate) -> Optional[Problem]:
     return None
 
 
-def _wanted(cands: list[_Candidate]) -> list[str]:
-    specs = []
-    for c in cands:
-        specs.append(f"{c.rec.git_commit}^{{commit}}")
-        specs += [f"{c.rec.git_commit}:{rel}" for rel in [c.rec.claim_path, *c.rec.source_sha256]]
-    return list(dict.fromkeys(specs))
+def _against_commit(c: _Candidate, commits: CommitFiles) -> Optional[Problem]:
+    rec = c.rec
+    bad = commits.problem(rec.git_commit, (rec.claim_path, rec.claim_sha256), rec.source_sha256)
+    return _refuse(c.source, *bad) if bad is not None else None
 
 
-def _against_commit(c: _Candidate, blobs: dict[str, Optional[bytes]]) -> Optional[Problem]:
-    rec, commit = c.rec, c.rec.git_commit
-    assert commit is not None  # _static refused records without one
-    if blobs.get(f"{commit}^{{commit}}") is None:
-        return _refuse(c.source, "git_commit", f"commit {commit} is not in this repository; fetch it "
-                       f"(git fetch origin {commit}) or ingest from a clone that has it")
-    checks = [("claim_sha256", rec.claim_path, rec.claim_sha256)] + [
-        ("source_sha256", rel, sha) for rel, sha in sorted(rec.source_sha256.items())]
-    for key, rel, want in checks:
-        blob = blobs.get(f"{commit}:{rel}")
-        if blob is None:
-            return _refuse(c.source, key, f"{rel} does not exist at commit {commit[:12]}")
-        if hashlib.sha256(blob).hexdigest() != want:
-            return _refuse(c.source, key, f"{rel} at commit {commit[:12]} does not have the sha256 the record "
-                           "names: the record was not made from that commit's files")
-    return None
+class _ClaimsAtCommits:
+    """Each record's copy of its claim against the claim file at the record's commit: audit holds
+    a current record to the claim file, and ingest must refuse what audit would (a claimed value or
+    tolerance edited, the verdict recomputed: found by tests/report/test_one_judgement.py)."""
+
+    def __init__(self, root: Path, prefix: str, cands: list[_Candidate]) -> None:
+        specs = list(dict.fromkeys(self._spec(c, prefix) for c in cands))
+        self.prefix = prefix
+        self.blobs = dict(zip(specs, git_objects(root, specs)))
+        self.memo: dict[str, Union[tuple[dict, Optional[float], Optional[float]], str]] = {}
+
+    @staticmethod
+    def _spec(c: _Candidate, prefix: str) -> str:
+        return f"{c.rec.git_commit}:{prefix}{c.rec.claim_path}"
+
+    def _expected(self, spec: str) -> Union[tuple[dict, Optional[float], Optional[float]], str]:
+        """The claim's expected copy, or the reason it has none."""
+        if spec not in self.memo:
+            from claimbench.spec.claim import Claim
+            from claimbench.spec.yamlsafe import parse_document
+            from claimbench.store.claimcopy import expected_copy
+
+            raw = self.blobs.get(spec)
+            why = "has flops or bytes that do not evaluate"
+            try:
+                want = expected_copy(Claim.model_validate(parse_document(raw or b"", spec).data))
+            except Exception as e:  # noqa: BLE001 (any parse or validation failure: the claim cannot vouch)
+                want, why = None, f"does not parse as a claim ({type(e).__name__})"
+            self.memo[spec] = want if want is not None else why
+        return self.memo[spec]
+
+    def problem(self, c: _Candidate) -> Optional[Problem]:
+        from claimbench.store.claimcopy import copy_differences
+
+        want = self._expected(self._spec(c, self.prefix))
+        commit = (c.rec.git_commit or "")[:12]
+        if isinstance(want, str):
+            return _refuse(c.source, "claim_path", f"{c.rec.claim_path} at commit {commit} {want}")
+        diffs = copy_differences(c.rec, *want)
+        if not diffs:
+            return None
+        key, have, claim_says = diffs[0]
+        return _refuse(c.source, key, f"the record says {have!r}, but {c.rec.claim_path} at commit {commit} says "
+                       f"{claim_says!r}; a record copies its claim exactly: edited by hand?")
 
 
 def _require_git(root: Path) -> None:
@@ -200,30 +231,6 @@ def _require_git(root: Path) -> None:
         ok = False
     if not ok:
         raise UsageError(f"{root}: not a git repository; ingest checks each record against the commit it names")
-
-
-def _git_blobs(root: Path, specs: list[str]) -> dict[str, Optional[bytes]]:
-    """spec -> the object's bytes (None when missing), for every spec in one `git cat-file --batch`."""
-    if not specs:
-        return {}
-    proc = subprocess.run(["git", "-C", str(root), "cat-file", "--batch"], input="".join(s + "\n" for s in specs).encode(),
-                          capture_output=True, timeout=600)
-    if proc.returncode != 0:
-        raise RuntimeError(f"git cat-file failed: {proc.stderr.decode(errors='replace').strip()}")
-    out: dict[str, Optional[bytes]] = {}
-    at = 0
-    data = proc.stdout
-    for spec in specs:
-        end = data.index(b"\n", at)
-        header = data[at:end].split()
-        at = end + 1
-        if len(header) == 3 and header[2].isdigit():
-            size = int(header[2])
-            out[spec] = data[at:at + size]
-            at += size + 1
-        else:  # "<spec> missing" or "ambiguous"
-            out[spec] = None
-    return out
 
 
 def _place(c: _Candidate, results: Path, report: IngestReport, dry_run: bool) -> None:

@@ -28,6 +28,7 @@ from datetime import datetime, timedelta, timezone
 from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
+from claimbench.store.atcommit import CommitFiles
 from claimbench.store.index import Summary
 from claimbench.store.record import MIN_PROTOCOL_VERSION, sha256_file
 from claimbench.store.recordwrite import name_problem
@@ -164,14 +165,16 @@ def _disagreements(s: Summary, f: Optional[ClaimFacts]) -> Problems:
 def judge(summaries: Sequence[Summary], *, hashes: Hashes, claims_by_id: Mapping[str, str],
           facts: Callable[[str], Optional[ClaimFacts]], verify: Callable[[list], dict], now: Optional[str] = None,
           allow_dirty: bool = False, tracked: Optional[Mapping[str, str]] = None,
-          shown_on: Optional[Callable[[Summary], Optional[int]]] = None, cap: int = 3) -> Judgement:
+          shown_on: Optional[Callable[[Summary], Optional[int]]] = None, cap: int = 3,
+          commits: Optional[CommitFiles] = None) -> Judgement:
     """Which records stand, and which one decides each (claim, machine).
 
     ``verify(summaries) -> {path: (summary as read now, problems)}`` is the bootstrap check. It is
     asked only for verified records whose number would be shown: ``shown_on(record)`` gives the
     list entry (line) a record's number goes on, or None, and each entry shows its ``cap`` most
     recent numbers. ``tracked`` maps committed records that differ from HEAD to how (modified,
-    deleted); ``now`` is a normalized UTC time."""
+    deleted); ``now`` is a normalized UTC time. ``commits``: the repository every record's commit
+    and files are checked in (`store/atcommit`), for every record alike."""
     j = Judgement()
     tracked = dict(tracked or {})
     bound = utc_bound(now)
@@ -181,7 +184,18 @@ def judge(summaries: Sequence[Summary], *, hashes: Hashes, claims_by_id: Mapping
             j.tampered.setdefault(path.split("/")[-2], f"{path} was {how} since commit HEAD")
 
     def cheap(s: Summary) -> Problems:
-        return record_problems(s, claims_by_id=claims_by_id, facts=facts, hashes=hashes, bound=bound, tracked=tracked)
+        out = record_problems(s, claims_by_id=claims_by_id, facts=facts, hashes=hashes, bound=bound, tracked=tracked)
+        return out or at_commit(s)
+
+    def at_commit(s: Summary) -> Problems:
+        if commits is None or s.error is not None:
+            return []
+        p = commits.problem(s.git_commit, (s.claim_path, s.claim_sha256), s.source_sha256, files=s.git_dirty is False)
+        return [p] if p is not None else []
+
+    if commits is not None:  # every record's commit and files in one read
+        commits.load(spec for s in summaries if s.error is None and s.git_commit
+                     for spec in commits.specs(s.git_commit, [s.claim_path, *s.source_sha256], files=s.git_dirty is False))
 
     expected: dict = {}  # (claim file, digest form) -> the digest its records must carry
 
@@ -203,7 +217,7 @@ def judge(summaries: Sequence[Summary], *, hashes: Hashes, claims_by_id: Mapping
 
     groups: dict[Group, list[Summary]] = {}
     for s in summaries:
-        probs = None if fine(s) else cheap(s)
+        probs = at_commit(s) if fine(s) else cheap(s)
         if probs:
             j.refused[s.path] = probs
         elif s.mode == "measured":

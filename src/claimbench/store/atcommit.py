@@ -1,0 +1,132 @@
+"""A record against the commit it names: the commit exists, and every file it hashed is there.
+
+A record names the commit it ran from and the sha256 of its claim file and of every project file
+the run imported or read. A number is only worth showing when the code that produced it can be
+checked out, so `ingest`, `publish` and `audit` all ask this one question, of the record's own
+fields, with the same words: a record naming a commit the repository does not have, or a source
+that commit does not hold (a git-ignored module under `kernels/build/`), or holds with other
+bytes, is refused by all three (issue 25).
+
+Every (commit, path) the records name is read in one `git cat-file --batch` process and kept as
+its sha256, so 100,000 records made at a handful of commits cost a handful of reads. Paths are
+the project's own (relative to its root), read at that commit under the project's place in the
+repository: a project in a subfolder of a larger repository is checked at its own files.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import subprocess
+from pathlib import Path
+from typing import Iterable, Mapping, Optional
+
+Problem = tuple  # (key, message)
+_PRESENT = "present"  # what a commit spec is kept as: it exists
+
+
+class CommitFiles:
+    """The repository at ``root``, asked through one memo of what each commit holds."""
+
+    def __init__(self, root: Path) -> None:
+        self.root = Path(root)
+        self._known: dict[str, Optional[str]] = {}  # spec -> sha256 of its bytes, _PRESENT, or None
+        self.repository, self.why = _prefix(self.root)
+        self._shallow: Optional[bool] = None
+
+    def problem(self, commit: Optional[str], claim: tuple[str, str], sources: Mapping[str, str], *,
+                files: bool = True) -> Optional[Problem]:
+        """What is wrong with a record naming ``commit``, its claim file ``(path, sha256)`` and
+        ``sources`` (path -> sha256); None when all are there. ``files=False``: only the commit
+        (a record from a dirty tree never said its files were the commit's)."""
+        if not commit:
+            return None  # no commit named: provenance calls it an unknown tree, not a forgery
+        if self.repository is None:
+            return ("git_commit", f"commit {commit} cannot be checked: {self.why}")
+        wanted = [("claim_sha256", *claim), *(("source_sha256", r, h) for r, h in sorted(sources.items()))]
+        self.load(self.specs(commit, [rel for _, rel, _ in wanted], files=files))
+        if self._known.get(commit_spec(commit)) is None:
+            if self.shallow():
+                return ("git_commit", f"commit {commit} cannot be checked: this clone is shallow (made with "
+                                      "--depth) and does not hold it; fetch the history (git fetch --unshallow)")
+            return ("git_commit", f"commit {commit} is not in this repository; fetch it "
+                                  f"(git fetch origin {commit}) or use a clone that has it")
+        for key, rel, want in (wanted if files else []):
+            have = self._known.get(self._spec(commit, rel))
+            if have is None:
+                return (key, f"{rel} does not exist at commit {commit[:12]}: the run read a file that "
+                             "commit does not hold (untracked or git-ignored); commit it and rerun")
+            if have != want:
+                return (key, f"{rel} at commit {commit[:12]} does not have the sha256 the record names: "
+                             "the record was not made from that commit's files")
+        return None
+
+    def shallow(self) -> bool:
+        """Whether the clone lacks history by construction: a missing commit may exist upstream."""
+        if self._shallow is None:
+            proc = subprocess.run(["git", "-C", str(self.root), "rev-parse", "--is-shallow-repository"],
+                                  capture_output=True, text=True, timeout=60)
+            self._shallow = proc.returncode == 0 and proc.stdout.strip() == "true"
+        return self._shallow
+
+    def specs(self, commit: str, rels: Iterable[str], *, files: bool = True) -> list[str]:
+        """What `problem` reads for a record: its commit and, with ``files``, each file at it."""
+        return [commit_spec(commit), *(self._spec(commit, rel) for rel in rels)] if files else [commit_spec(commit)]
+
+    def load(self, specs: Iterable[str]) -> None:
+        """Read every spec not yet known, all in one `git cat-file --batch`."""
+        todo = [s for s in dict.fromkeys(specs) if s not in self._known]
+        if not todo or self.repository is None:
+            return
+        for spec in [s for s in todo if "\n" in s or "\r" in s]:  # a record's path cannot name an object
+            self._known[spec] = None
+        todo = [s for s in todo if s not in self._known]
+        for spec, data in zip(todo, git_objects(self.root, todo)):
+            self._known[spec] = None if data is None else (_PRESENT if spec.endswith("^{commit}")
+                                                          else hashlib.sha256(data).hexdigest())
+
+    def _spec(self, commit: str, rel: str) -> str:
+        return f"{commit}:{self.repository}{rel}"
+
+
+def commit_spec(commit: str) -> str:
+    return f"{commit}^{{commit}}"
+
+
+def _prefix(root: Path) -> tuple[Optional[str], str]:
+    """(the project's folder inside its repository: '' at the top, 'sub/dir/' below, or None, why not)."""
+    try:
+        proc = subprocess.run(["git", "-C", str(root), "rev-parse", "--show-prefix"], capture_output=True,
+                              text=True, timeout=60)
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return None, f"git could not be run ({e}); install git, or use the clone the records belong to"
+    if proc.returncode == 0:
+        return proc.stdout.strip(), ""
+    if "dubious ownership" in proc.stderr or "safe.directory" in proc.stderr:  # git's own guard, not ours to lift
+        return None, (f"git refuses to read {root}, which another user owns; run as its owner, or trust it with "
+                      f"`git config --global --add safe.directory {root}`")
+    return None, (f"{root} is not inside a git repository; run from the clone the records belong to")
+
+
+def git_objects(root: Path, specs: list[str]) -> list[Optional[bytes]]:
+    """Each spec's bytes (None when missing or ambiguous), in order, from one `git cat-file --batch`."""
+    if not specs:
+        return []
+    if any("\n" in s for s in specs):
+        raise ValueError("a git object name holds a newline")  # CommitFiles never asks for one
+    proc = subprocess.run(["git", "-C", str(root), "cat-file", "--batch"], input="".join(s + "\n" for s in specs).encode(),
+                          capture_output=True, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"git cat-file failed: {proc.stderr.decode(errors='replace').strip()}")
+    out: list[Optional[bytes]] = []
+    at, data = 0, proc.stdout
+    for _ in specs:
+        end = data.index(b"\n", at)
+        header = data[at:end].split()
+        at = end + 1
+        if len(header) == 3 and header[2].isdigit():
+            size = int(header[2])
+            out.append(data[at:at + size])
+            at += size + 1
+        else:  # "<spec> missing" or "ambiguous"
+            out.append(None)
+    return out
