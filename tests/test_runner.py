@@ -170,7 +170,18 @@ def test_run_claims_shares_one_fork_server_and_leaves_no_process_behind(project,
     monkeypatch.setattr(servers, "ForkServer", Recording)
     first = sorted((project / "claims/invalid").glob("*.yaml"))[0]
     good = project / "claims/valid/rowsum-cpu.yaml"
-    _, outcomes = runner.run_claims([first, good, good], project, opts(project))
+    import subprocess
+    import sys
+    import tempfile
+
+    from claimbench.run.filecensus import BACKUP_PREFIX
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    left = Path(tempfile.gettempdir()) / f"{BACKUP_PREFIX}{gone.pid}-killed"  # what a kill -9 leaves
+    left.mkdir()
+    said: list[str] = []
+    _, outcomes = runner.run_claims([first, good, good], project, opts(project, progress=said.append))
+    assert not left.exists() and any(f"left by killed runs: {left}" in line for line in said), said
     assert outcomes[0].status == Status.REJECTED and honest_timing(outcomes[1]), outcomes[1].reason
     assert len(made) == 1 and made[0].proc.poll() is not None  # started early, shared, closed at the end
     assert not census.tree([made[0].proc.pid])

@@ -89,6 +89,10 @@ def run_claims(paths: list[Path], root: Path, opts: RunOptions, hw: Optional[Har
     outcomes = []
     if paths:
         check_writable(opts.results)  # one line now, not a lost measurement later
+        swept = filecensus.sweep_backups()
+        if swept and opts.progress:
+            opts.progress(f"removed {len(swept)} backup folder(s) left by killed runs: "
+                          + ", ".join(str(p) for p in swept[:3]) + (" ..." if len(swept) > 3 else ""))
     with Servers(root, opts) as servers:
         if paths:
             servers.start_early()  # its torch import overlaps detection and checking

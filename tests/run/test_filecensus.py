@@ -53,3 +53,30 @@ def test_an_uncommitted_edit_made_before_the_run_survives_and_the_changed_versio
     assert rec.read_text() == '{"value": 2.0, "edited": "by hand, not committed"}'
     kept = list((tmp_path / "results" / ".quarantine").rglob("r.json"))
     assert len(kept) == 1 and kept[0].read_text() == '{"value": 99.0}'
+
+
+def test_backups_of_killed_runs_are_swept_and_a_live_runs_kept(tmp_path):
+    """Issue 25: `kill -9` of a run left /tmp/claimbench-backup-* holding copies of untracked
+    records for good; the next run removes the folders whose process is gone, and says so."""
+    import os
+    import subprocess
+    import sys
+
+    from claimbench.run import filecensus
+
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()  # a pid that was a run's and is gone
+    backup = filecensus.Backup(tmp_path)
+    assert backup.dir.name.startswith(f"{filecensus.BACKUP_PREFIX}{os.getpid()}-")
+    (backup.dir / "0").write_text("mine, while I run")
+    left = backup.dir.with_name(f"{filecensus.BACKUP_PREFIX}{dead.pid}-x1y2")
+    left.mkdir()
+    (left / "0").write_text("a copy of someone's untracked record")
+    try:
+        swept = filecensus.sweep_backups()
+        assert left in swept and not left.exists()
+        assert backup.dir.is_dir() and backup.dir not in swept
+    finally:
+        backup.close()
+        import shutil
+        shutil.rmtree(left, ignore_errors=True)

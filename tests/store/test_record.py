@@ -173,6 +173,22 @@ def test_an_unwritable_record_is_kept_next_to_the_log_or_printed(tmp_path, capsy
     assert parse_record(json.loads(capsys.readouterr().err), "stderr") == rec
 
 
+def test_a_full_disk_leaves_no_cut_copy_of_an_unwritable_record(tmp_path, monkeypatch, capsys):
+    """Issue 25: the kept copy was left as a 0-byte file when the disk was full."""
+    from pathlib import Path
+
+    rec = rk.build(rk.FIXTURE, "softmax-online", kernel_us=150, baseline_us=240)
+
+    def full(self, data, *a, **kw):
+        with open(self, "w") as f:
+            f.write(data[:10])
+        raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+    monkeypatch.setattr(Path, "write_text", full)
+    assert R.keep_unwritable(rec, near=tmp_path / "logs" / "x.log") == "printed to stderr as JSON"
+    assert list((tmp_path / "logs").iterdir()) == []
+    assert parse_record(json.loads(capsys.readouterr().err), "stderr") == rec
+
+
 def test_check_writable_says_so_in_one_line(tmp_path):
     (tmp_path / "results").write_text("not a folder")
     with pytest.raises(R.RecordWriteError, match=r"results/records: records cannot be written here .*pass --results"):

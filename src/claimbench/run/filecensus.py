@@ -62,6 +62,45 @@ def _is_dir(st: tuple) -> bool:
 
 
 BACKUP_MAX_BYTES = 256 << 20
+BACKUP_PREFIX = "claimbench-backup-"
+
+
+def sweep_backups() -> list[Path]:
+    """Remove the backup folders of runs that were killed (`kill -9` skips every cleanup): each
+    folder is named after the process that made it, and one whose process is gone holds copies of
+    untracked files nobody will restore. Only this user's folders; returns what was removed, so the
+    run can say so (issue 25: they were left in the temporary folder for good)."""
+    import tempfile
+
+    out = []
+    base = Path(tempfile.gettempdir())
+    try:
+        entries = list(os.scandir(base))
+    except OSError:
+        return []
+    for e in entries:
+        if not e.name.startswith(BACKUP_PREFIX) or not e.is_dir(follow_symlinks=False):
+            continue
+        pid = e.name[len(BACKUP_PREFIX):].split("-", 1)[0]
+        try:
+            if not pid.isdigit() or e.stat(follow_symlinks=False).st_uid != os.getuid() or _alive(int(pid)):
+                continue
+        except OSError:
+            continue
+        shutil.rmtree(e.path, ignore_errors=True)
+        if not os.path.exists(e.path):
+            out.append(Path(e.path))
+    return out
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 class Backup:
@@ -73,7 +112,7 @@ class Backup:
         import tempfile
 
         self.root = root
-        self.dir = Path(tempfile.mkdtemp(prefix="claimbench-backup-"))
+        self.dir = Path(tempfile.mkdtemp(prefix=f"{BACKUP_PREFIX}{os.getpid()}-"))  # swept once this pid is gone
         self.kept: dict[str, tuple] = {}
         self.where: dict[str, Path] = {}
         self.bytes = 0

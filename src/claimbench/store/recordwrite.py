@@ -147,8 +147,11 @@ def keep_unwritable(rec, near: Optional[Path] = None) -> str:
             target.parent.mkdir(parents=True, exist_ok=True)
             target.write_text(data, encoding="utf-8")
             return f"kept at {target}"
-        except OSError:
-            pass
+        except OSError:  # a full disk: never leave a 0-byte or cut copy that looks like the measurement
+            try:
+                target.unlink(missing_ok=True)
+            except OSError:
+                pass
     sys.stderr.write(data)
     sys.stderr.flush()
     return "printed to stderr as JSON"
