@@ -1,0 +1,69 @@
+"""A `claimbench run` and the commands people run beside it lose nothing (issue 25).
+
+Before, during one run: an ingested record was moved into the quarantine, LIST.md and README.md
+went back to HEAD (an uncommitted README edit made before the run was lost too) and the run ended
+`error` blaming its claim. Here a real run of a CPU claim goes on while `ingest` and `publish` are
+started (each waits for the project lock, and says so); an uncommitted edit made before the run
+stays. Afterwards every write is there, the run's own outcome is its claim's, and nothing was
+quarantined.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import recordkit as rk
+
+from claimbench.store.record import write_record
+
+FIXTURES = Path(__file__).resolve().parent / "fixtures"
+SRC = str(Path(__file__).resolve().parents[1] / "src")
+
+
+def _cli(root: Path, *args: str, **kw) -> subprocess.Popen:
+    env = {**os.environ, "PYTHONPATH": SRC}
+    return subprocess.Popen([sys.executable, "-m", "claimbench", "--root", str(root), *args], cwd=root, env=env,
+                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+
+
+def test_a_run_with_ingest_publish_and_edits_beside_it_loses_none_of_them(tmp_path):
+    root = rk.copy_tree(tmp_path / "proj")
+    for name in ("rowsum.py", "rowsum_kernel.py"):
+        shutil.copy(FIXTURES / "kernels" / name, root / "kernels" / name)
+    shutil.copy(FIXTURES / "claims" / "valid" / "rowsum-cpu.yaml", root / "claims" / "rowsum-cpu.yaml")
+    (root / "README.md").write_text("the project\n")
+    rk.commit_all(root, "a CPU claim beside the fixture's")
+    (root / "README.md").write_text("the project, with an uncommitted edit made before the run\n")
+    made = write_record(tmp_path / "artifact", rk.build(root, "softmax-online", created="2026-11-20T09:00:00.000000Z",
+                                                        kernel_us=150, baseline_us=243, seed=40))
+
+    run = _cli(root, "run", "claims/rowsum-cpu.yaml", "--threads", "1", "--max-time-s", "1", "--warmup-s", "0.1")
+    lines: list[str] = []
+    assert run.stdout is not None
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline:  # until the claim's window is open
+        line = run.stdout.readline()
+        lines.append(line)
+        if "correctness" in line or not line:
+            break
+    assert any("correctness" in x for x in lines), "".join(lines)
+    ingest = subprocess.run([sys.executable, "-m", "claimbench", "--root", str(root), "ingest", str(made.parent.parent)],
+                            cwd=root, env={**os.environ, "PYTHONPATH": SRC}, capture_output=True, text=True, timeout=300)
+    publish = subprocess.run([sys.executable, "-m", "claimbench", "--root", str(root), "publish"], cwd=root,
+                             env={**os.environ, "PYTHONPATH": SRC}, capture_output=True, text=True, timeout=300)
+    out, _ = run.communicate(timeout=300)
+    said = "".join(lines) + out
+    assert ingest.returncode == 0, ingest.stdout + ingest.stderr
+    assert "waiting for the claim being measured" in ingest.stdout + ingest.stderr, ingest.stdout + ingest.stderr
+    stored = root / "results" / "records" / "softmax-online" / made.name
+    assert stored.read_bytes() == made.read_bytes()  # ingested during the run, still there
+    assert "results/records/softmax-online/" + made.name in (root / "LIST.md").read_text()  # published, kept
+    assert "uncommitted edit made before the run" in (root / "README.md").read_text()
+    assert "changed files they must not touch" not in said, said
+    assert not (root / "results" / ".quarantine").exists()
+    assert run.returncode in (0, 1), said  # the claim's own verdict (a busy machine may leave it inconclusive)
