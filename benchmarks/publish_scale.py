@@ -161,7 +161,7 @@ def write_records(args) -> int:
             "claimed": {"metric": metric, "value": claimed, "tolerance": 0.05},
             "precision": {"dtype": "bfloat16", "accumulate": None, "check_dtype": None},
             "hardware_spec": {"device": "cuda", "model": ["NVIDIA *"], "compute_capability": None, "sm_count": None,
-                              "count": 1},
+                              "count": 1, "nodes": 1},
             "workload": {"inputs": f"kernels/k{c % 20:02d}.py:make_inputs", "params": {"n": 8192}, "check_params": [],
                          "flops": KINDS[c % len(KINDS)][2], "bytes": "4 * n * n"},
             "flops": t["flops"], "bytes": 268435456.0, "tensor_bytes": 536870912.0,
