@@ -19,8 +19,9 @@ Derivation of the claimed speedup (implementer report; facts in docs/sources.md)
   GPUs can measure; it is at most 450 GB/s on NVLink 4 (0.30 ms, speedup 1.78).
 * Speedup 4.87 / (2.44 + S / B). **Claimed 1.4**, tolerance 0.1: verified while S / B <= 1.43 ms,
   i.e. B >= 94 GB/s, a fifth of NVLink 4's signalling rate. The hardware names the SXM boards
-  (NVLink through NVSwitch); over PCIe Gen5 (about 50-60 GB/s per direction) the claim would fail,
-  which is why PCIe boards are not named.
+  (NVLink through NVSwitch) and sets `nvlink: true`: over PCIe Gen5 (about 50-60 GB/s per
+  direction) the claim would fail, so a machine whose GPUs report no active NVLink, or whose NVML
+  does not say, is not this claim's machine and the claim is skipped there, not refuted.
 The GEMM halves stay compute-bound (M and N unchanged, K halved: 1700 FLOP per byte), and the
 all-reduce cannot overlap the GEMM here (Y is complete only when the GEMM ends); overlapping them
 (as later Megatron versions do) would only raise the speedup.

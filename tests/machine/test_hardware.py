@@ -60,6 +60,19 @@ def test_gpu_count():
     assert matches(spec(count=2), machine(gpu(), gpu(index=1)))[0]
 
 
+def test_a_claim_resting_on_nvlink_needs_it_on_every_gpu_it_uses():
+    """Issue 24: the 2-GPU tensor-parallel claim would have run, and been refuted, on a PCIe pair."""
+    linked = machine(gpu(nvlink=True), gpu(index=1, nvlink=True))
+    assert matches(spec(count=2, nvlink=True), linked) == (True, "")
+    ok, why = matches(spec(count=2, nvlink=True), machine(gpu(nvlink=True), gpu(index=1, nvlink=False)))
+    assert not ok and why == "needs NVLink between its GPUs, found no active NVLink (PCIe only) on GPU 1 (NVIDIA H100 80GB HBM3)"
+    ok, why = matches(spec(count=2, nvlink=True), machine(gpu(nvlink=None), gpu(index=1, nvlink=True)))
+    assert not ok and "no NVLink state from NVML on GPU 0" in why  # unknown is not a yes
+    assert matches(spec(count=2), machine(gpu(), gpu(index=1)))[0]  # not asked: PCIe is fine
+    with pytest.raises(ValueError, match="apply to cuda claims only"):
+        HardwareSpec(device="cpu", model=["*"], nvlink=True)
+
+
 def test_cpu_claim_matches_cpu_model_glob():
     assert matches(HardwareSpec(device="cpu", model=["AMD EPYC*"]), machine()) == (True, "")
     assert matches(HardwareSpec(device="cpu", model=["*"]), machine(gpu()))[0]

@@ -151,6 +151,11 @@ def matches(spec: "HardwareSpec", hw: Hardware) -> tuple[bool, str]:
     if spec.sm_count is not None and gpu.sm_count != spec.sm_count:
         found = "unknown" if gpu.sm_count is None else str(gpu.sm_count)
         return False, f"needs {spec.sm_count} SMs, found {found}"
+    if spec.nvlink:  # each GPU the ranks take must have a link up; NVML not saying is not a yes
+        for g in fitting[:per_node]:
+            if g.nvlink is not True:
+                state = "no active NVLink (PCIe only)" if g.nvlink is False else "no NVLink state from NVML"
+                return False, f"needs NVLink between its GPUs, found {state} on GPU {g.index} ({g.name})"
     return True, ""
 
 

@@ -59,6 +59,9 @@ class HardwareSpec(_Model):
     compute_capability: Optional[list[Annotated[str, Field(pattern=r"^\d+\.\d+$")]]] = Field(
         None, description="cuda only, optional: exact compute capabilities, as quoted strings like \"9.0\".")
     sm_count: Optional[Annotated[int, Field(ge=1)]] = Field(None, description="Optional: exact SM count, for wave-sensitive claims.")
+    nvlink: Optional[bool] = Field(
+        None, description="cuda only, optional: `true` when the number rests on NVLink between the claim's GPUs "
+        "(a multi-GPU claim): each GPU it uses must report an active NVLink; a PCIe-only or unknown link does not match.")
     count: Annotated[int, Field(ge=1, le=64)] = Field(
         1, description="Optional: ranks in all (one device each); above 1 the runner launches them through torchrun.")
     nodes: Annotated[int, Field(ge=1, le=64)] = Field(
@@ -67,8 +70,8 @@ class HardwareSpec(_Model):
 
     @model_validator(mode="after")
     def _cc_cuda_only(self) -> "HardwareSpec":
-        if self.device == "cpu" and (self.compute_capability or self.sm_count):
-            raise ValueError("compute_capability and sm_count apply to cuda claims only")
+        if self.device == "cpu" and (self.compute_capability or self.sm_count or self.nvlink is not None):
+            raise ValueError("compute_capability, sm_count and nvlink apply to cuda claims only")
         if self.count % self.nodes:
             raise ValueError(f"count {self.count} does not divide evenly over {self.nodes} nodes")
         return self
