@@ -51,14 +51,16 @@ def make_project(root: Path) -> None:
     (root / "kernels").mkdir(parents=True)
     (root / "claims").mkdir()
     (root / "kernels" / "__init__.py").write_text("")
-    for k in range(20):
-        (root / "kernels" / f"k{k:02d}.py").write_text(
-            f'"""Benchmark stub kernel {k}: nothing runs."""\n\nimport torch\n\n\n'
+    for k in range(20):  # task and kernel apart, as check requires
+        (root / "kernels" / f"t{k:02d}.py").write_text(
+            f'"""Benchmark stub task {k}: nothing runs."""\n\nimport torch\n\n\n'
             "def make_inputs(*, seed, device, dtype, **params):\n"
             "    g = torch.Generator().manual_seed(seed)\n"
             "    return (torch.randn(params['n'], params['n'], generator=g).to(device),)\n\n\n"
-            "def kernel(x):\n    return x.clone()\n\n\ndef baseline(x):\n    return x.clone()\n\n\n"
+            "def baseline(x):\n    return x.clone()\n\n\n"
             "def reference_fp64(x):\n    return x.to(torch.float64)\n")
+        (root / "kernels" / f"k{k:02d}.py").write_text(
+            f'"""Benchmark stub kernel {k}: nothing runs."""\n\n\n' "def kernel(x):\n    return x.clone()\n")
     lines = ["# Scale-test list", ""]
     for sec in range(20):
         lines += [f"## Section {sec}", ""]
@@ -67,16 +69,16 @@ def make_project(root: Path) -> None:
     (root / "LIST.md").write_text("\n".join(lines))
     for c in range(N_CLAIMS):
         metric, value, flops = KINDS[c % len(KINDS)]
-        k = f"kernels/k{c % 20:02d}.py"
+        k, t = f"kernels/k{c % 20:02d}.py", f"kernels/t{c % 20:02d}.py"
         (root / "claims" / f"claim-{c:04d}.yaml").write_text(
             f"id: claim-{c:04d}\ntitle: Scale claim {c}\nentry: Entry {c:04d}\n"
             f"source:\n  kind: paper\n  title: Source {c}\n  url: https://example.org/{c}\n  locator: Table 2\n"
             f"hardware:\n  device: cuda\n  model: [\"NVIDIA *\"]\n"
-            f"workload:\n  inputs: {k}:make_inputs\n  params: {{n: 8192}}\n"
+            f"workload:\n  inputs: {t}:make_inputs\n  params: {{n: 8192}}\n"
             + (f"  flops: \"{flops}\"\n" if flops else "") + "  bytes: \"4 * n * n\"\n"
             f"precision:\n  dtype: bfloat16\nkernel:\n  name: kernel {c}\n  impl: {k}:kernel\n"
-            f"baseline:\n  name: baseline {c}\n  impl: {k}:baseline\n"
-            f"correctness:\n  method: allclose\n  reference: {k}:reference_fp64\n"
+            f"baseline:\n  name: baseline {c}\n  impl: {t}:baseline\n"
+            f"correctness:\n  method: allclose\n  reference: {t}:reference_fp64\n"
             f"  max_rel_l2: 1.0e-2\n  rtol: 1.0e-2\n  atol: 1.0e-3\n  trials: 5\n"
             f"claimed:\n  metric: {metric}\n  value: {value}\n  tolerance: 0.05\n")
 
@@ -144,7 +146,8 @@ def write_records(args) -> int:
             "schema_version": SCHEMA_VERSION, "protocol_version": PROTOCOL_VERSION, "claim_id": f"claim-{c:04d}", "created_utc": created,
             "harness_version": "0.1.0", "git_commit": commit, "git_dirty": dirty,
             "claim_sha256": hashes["claim", c], "claim_path": f"claims/claim-{c:04d}.yaml",
-            "source_sha256": {f"kernels/k{c % 20:02d}.py": hashes["k", c % 20], "kernels/__init__.py": hashes["init"]},
+            "source_sha256": {f"kernels/k{c % 20:02d}.py": hashes["k", c % 20], f"kernels/t{c % 20:02d}.py": hashes["t", c % 20],
+                              "kernels/__init__.py": hashes["init"]},
             "seeds": [n * 10 + i for i in range(5)],
             "hardware": {"device": "cuda", "slug": slug, "name": name,
                          "gpus": [{"index": 0, "name": name, "uuid": f"GPU-{n:08x}", "compute_capability": "9.0",
@@ -158,11 +161,12 @@ def write_records(args) -> int:
                          "software": {"python": "3.11.9", "torch": "2.13.0", "triton": "3.9.0", "cupy": None,
                                       "numpy": "2.3.0", "claimbench": "0.1.0"}},
             "hardware_match": True, "hardware_reason": "", "blockers": [], "mode": "measured",
-            "claimed": {"metric": metric, "value": claimed, "tolerance": 0.05},
+            "claimed": {"metric": metric, "value": claimed, "tolerance": 0.05, "max_ci_halfwidth": None,
+                        "precision_reason": None},  # every key the claim's model dumps, as the runner copies it
             "precision": {"dtype": "bfloat16", "accumulate": None, "check_dtype": None},
             "hardware_spec": {"device": "cuda", "model": ["NVIDIA *"], "compute_capability": None, "sm_count": None,
                               "count": 1, "nodes": 1},
-            "workload": {"inputs": f"kernels/k{c % 20:02d}.py:make_inputs", "params": {"n": 8192}, "check_params": [],
+            "workload": {"inputs": f"kernels/t{c % 20:02d}.py:make_inputs", "params": {"n": 8192}, "check_params": [],
                          "flops": KINDS[c % len(KINDS)][2], "bytes": "4 * n * n"},
             "flops": t["flops"], "bytes": 268435456.0, "tensor_bytes": 536870912.0,
             "protocol": {"warmup_s": 1.02, "flush_bytes": 125829120, "stop_reason": "rse of the median < 0.5%",
@@ -193,6 +197,7 @@ def generate(root: Path, n_records: int) -> list[Path]:
     commit = commit_project(root)
     hashes = {("claim", c): sha(root / "claims" / f"claim-{c:04d}.yaml") for c in range(N_CLAIMS)}
     hashes.update({("k", k): sha(root / "kernels" / f"k{k:02d}.py") for k in range(20)})
+    hashes.update({("t", k): sha(root / "kernels" / f"t{k:02d}.py") for k in range(20)})
     hashes["init"] = sha(root / "kernels" / "__init__.py")
     for c in range(N_CLAIMS):
         (root / "results" / "records" / f"claim-{c:04d}").mkdir(parents=True)
