@@ -86,6 +86,21 @@ correctness: {{method: exact, reference: kernels/cheat/transpose_task.py:referen
 claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
 """
 
+# y = 2 x with an input `pad` nothing reads; `bytes` says whether the claim counts it (a GB/s claim).
+UNREAD = HEAD + """\
+workload:
+  inputs: kernels/cheat/unread_task.py:make_inputs
+  params: {{rows: 256, cols: 1024, pad: 10000000}}
+  check_params: [{{rows: 17, cols: 300, pad: 5000}}, {{rows: 1, cols: 1, pad: 1}}]
+  bytes: "{bytes}"
+precision: {{dtype: float32}}
+kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
+baseline: {{name: torch.mul, impl: kernels/cheat/unread_task.py:torch_double}}
+correctness: {{method: allclose, reference: kernels/cheat/unread_task.py:reference_fp64, max_rel_l2: 1.0e-6,
+  rtol: 1.0e-6, atol: 1.0e-6, trials: 2}}
+claimed: {{metric: gbps, value: {value}, tolerance: 0.05}}
+"""
+
 # `flops` and `properties` are whole YAML lines (with indent and newline) or empty: most cases declare none.
 # `value` is the claimed speedup: 0.01 lets any correct kernel verify, so a cheat must be caught
 # for what it does, not for its number.

@@ -8,6 +8,7 @@ mean something for the first inputs only.
 
 from __future__ import annotations
 
+import random
 from typing import Any, Callable, Optional
 
 import numpy as np
@@ -15,6 +16,7 @@ import numpy as np
 from claimbench.run import messages as m
 from claimbench.run.ranked import tagged
 from claimbench.run.session import ClaimEnded, ClaimSession, InputSet
+from claimbench.run.unread import overcount, unread_inputs
 from claimbench.verify import accuracy, codec, nullmodels
 
 
@@ -44,9 +46,12 @@ def run_trials(s: ClaimSession, claim, *, device: str, dtype: str, seeds: list[i
     steps += [(p, seeds[0] + 7919 * (j + 1), f"check shape {j + 1}/{len(plan) - 1} {p}") for j, p in enumerate(plan[1:])]
     trials: list[dict] = []
     rejections: list[str] = []
+    # the unread-bytes probe (run/unread.py) at a check shape when the claim is measured: a full-size
+    # reference per input is the expensive kind
+    probe_at = len(seeds) if measured and len(plan) > 1 else 0
     for k, (params, seed, label) in enumerate(steps):
         say(f"correctness: {label}")
-        row, rej = _trial(s, claim, device, dtype, params, seed, first=k == 0)
+        row, rej = _trial(s, claim, device, dtype, params, seed, first=k == 0, probe=k == probe_at)
         if coord is not None and coord.world > 1:
             rej = tagged([r for _, r in coord.gather((None, rej))])
         trials.append(row)
@@ -63,8 +68,8 @@ def run_trials(s: ClaimSession, claim, *, device: str, dtype: str, seeds: list[i
     return {"passed": passed if not rejections else None, "reason": note, "trials": trials}, rejections
 
 
-def _trial(s: ClaimSession, claim, device: str, dtype: str, params: dict, seed: int, *, first: bool
-           ) -> tuple[dict, list[str]]:
+def _trial(s: ClaimSession, claim, device: str, dtype: str, params: dict, seed: int, *, first: bool,
+           probe: bool = False) -> tuple[dict, list[str]]:
     corr, rej = claim.correctness, []
     inputs = s.make_inputs(seed, params)
     row: dict[str, Any] = {"seed": seed, "params": params, "dtype": dtype}
@@ -102,6 +107,11 @@ def _trial(s: ClaimSession, claim, device: str, dtype: str, params: dict, seed: 
     ref = s.reference(inputs)
     _reference_is_finite(ref, bouts)
     row.update(_compare_all(outs, ref, corr, out_dtypes, expect))
+    if probe and claim.workload.bytes and row["passed"]:
+        unread = unread_inputs(s, inputs, ref, random.SystemRandom())
+        row["unread_inputs"] = unread
+        if (why := overcount(claim, params, inputs, unread, out_dtypes, ref)) is not None:
+            rej.append(why)
     if kprep and _prepared_answer(after or [], inputs, ref, corr):
         rej.append("the kernel's operands already hold the answer: `prepare` must not compute it")
     base = _compare_all(bouts, ref, corr, expect, None)
