@@ -48,7 +48,9 @@ def run_trials(s: ClaimSession, claim, *, device: str, dtype: str, seeds: list[i
     rejections: list[str] = []
     # the unread-bytes probe (run/unread.py) at a check shape when the claim is measured: a full-size
     # reference per input is the expensive kind
-    probe_at = len(seeds) if measured and len(plan) > 1 else 0
+    # (one rank alone: each rank's reference may be a collective, and the ranks would have to agree
+    # on every probe; multi-rank claims keep the verdict's own rule, bytes against their tensors)
+    probe_at = (len(seeds) if measured and len(plan) > 1 else 0) if coord is None or coord.world == 1 else -1
     for k, (params, seed, label) in enumerate(steps):
         say(f"correctness: {label}")
         row, rej = _trial(s, claim, device, dtype, params, seed, first=k == 0, probe=k == probe_at)

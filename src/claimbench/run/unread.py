@@ -16,8 +16,10 @@ against the tensors instead, whatever the cache:
 
 Integer inputs (indices, lengths, block tables) are always counted as read: changing them could
 make the reference fail rather than tell. A reference that fails on the probe's values counts the
-input as read. The probe runs once per claim, at its smallest check shape, so it costs three
-references per floating input at most, at a size the trials already use.
+input as read. The probe runs once per claim, at its first check shape, so it costs three
+references per floating input at most, at a size the trials already use. Multi-rank claims are not
+probed (each rank's reference may be a collective, so every rank would have to make the same
+probes in step); the verdict's rule, declared bytes against the measured tensors, still holds them.
 """
 
 from __future__ import annotations
