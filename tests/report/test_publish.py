@@ -236,3 +236,19 @@ def test_a_number_from_an_unsandboxed_run_says_so(tree):
     shown = [n for n in plan.numbers if n.claim_id == "blackwell-time"]
     assert shown[0].text.startswith("11.0 µs") and shown[0].text.endswith(" · no sandbox"), shown[0].text
     assert all(not n.text.endswith("no sandbox") for n in plan.numbers if n.claim_id != "blackwell-time")
+
+
+def test_a_number_no_physics_floor_stood_behind_says_so(tree):
+    """Issue 22: a claim without flops or bytes (or a run without ceilings) gets no floor; `show`
+    said so, the list did not. Its number now carries `no floor`; one held to a floor does not."""
+    root, recs = tree
+    rec = rk.build(root, "blackwell-time", hw="nvidia-b200", created="2026-11-20T09:00:00.000000Z", kernel_us=12.3,
+                   seed=50, floor_us=0.0, floor_term="no flops declared: compute floor 0")
+    assert rec.verdict == "verified"
+    path = rk.write(root, rec)
+    plan = run(root)
+    (unfloored,) = [n for n in plan.numbers if n.record.endswith(path.name)]
+    assert unfloored.parts[-1] == "no floor" and unfloored.text.endswith(" · no floor")
+    floored = [n for n in plan.numbers if n.record.endswith(recs["softmax_h200"].name)]
+    assert floored and "no floor" not in floored[0].text
+    assert "· no floor" in (root / "LIST.md").read_text(encoding="utf-8")

@@ -4,7 +4,8 @@ Which records count is `standing.judge`, the judgement audit uses too, so publis
 number audit would reject: before a record's number goes on the list, the record is read again
 from disk and checked like audit checks it (its verdict recomputed from its samples), whatever
 the index said.
-Each number reads `value [95% CI] vs baseline · kernel · machine · dtype · [record](...)`, all
+Each number reads `value [95% CI] vs baseline · kernel · machine · dtype · [record](...)`, then
+`dirty`, `no sandbox` or `no floor` (no physics floor held the number) where they apply, all
 text from claims and records escaped (`safetext.markdown`). Numbers go in one marker region per
 entry, most recent first, at most `max_per_entry`. `publish` reads records only, runs nothing,
 writes the list atomically and only if it did not change on disk meanwhile, and fails (exit 1)
@@ -230,7 +231,9 @@ def _attach(root, list_path, results_dir, listing: Listing, winners, removed, wh
         value = format_number(s.metric, float(s.published_value), s.ci_low, s.ci_high, s.floor_term,
                               markdown(r.claim.baseline.name))
         # a run whose sides were not confined (no bubblewrap) is still verified, but a reader should know
-        flags = (["dirty"] if dirty else []) + (["no sandbox"] if s.sandbox.startswith("none") else [])
+        # and a number no physics floor stood behind (no flops or bytes, or no ceiling) says so (issue 22)
+        flags = (["dirty"] if dirty else []) + (["no sandbox"] if s.sandbox.startswith("none") else []) \
+            + (["no floor"] if not s.floor_us else [])
         parts = (format_number(s.metric, float(s.published_value), s.ci_low, s.ci_high, s.floor_term,
                                plain(r.claim.baseline.name)), plain(r.claim.kernel.name), plain(s.machine),
                  dtype_short(plain(s.dtype)), link) + tuple(flags)

@@ -43,7 +43,7 @@ from claimbench.store.record import (
 from claimbench.store.recordwrite import NOT_A_RECORD_NAME
 
 INDEX_NAME = "index.jsonl"
-INDEX_VERSION = 5
+INDEX_VERSION = 6
 CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 _RECORD_MATCH = RECORD_NAME.match
 _PARALLEL_MIN = 2000  # below this, worker start-up costs more than it saves
@@ -88,6 +88,7 @@ class Summary(NamedTuple):
     copy_sha: str = ""  # `copy_digest` of what the record copied from its claim
     dirty_files: tuple = ()  # changed files this record's number depends on (empty: clean or unknown)
     sandbox: str = ""  # protocol.sandbox: "bwrap", or "none: <why>" when the sides ran unconfined
+    floor_us: Optional[float] = None  # the physics floor the number was held to; None or 0: none applied
 
     @property
     def ok(self) -> bool:
@@ -147,7 +148,8 @@ def summarize(rec: Record, rel: str, size: int, mtime_ns: int, sha256: str) -> S
         claim_path=rec.claim_path, claim_sha256=rec.claim_sha256, source_sha256=dict(rec.source_sha256),
         machine=machine_name(rec.hardware, rec.protocol), when=normalized_utc(rec.created_utc) or "",
         copy_sha=copy_digest_of(rec), dirty_files=dirty_files,
-        sandbox=str(rec.protocol.get("sandbox") or "") if isinstance(rec.protocol, dict) else "")
+        sandbox=str(rec.protocol.get("sandbox") or "") if isinstance(rec.protocol, dict) else "",
+        floor_us=rec.floor_us)
 
 
 def scan_tree(results: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:
