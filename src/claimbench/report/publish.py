@@ -35,6 +35,7 @@ from claimbench.report.standing import (  # noqa: F401 (re-exported)
     show_order,
     superseded,
 )
+from claimbench.run import census
 from claimbench.spec.bounded import read_text
 from claimbench.spec.display import dtype_short, format_number
 from claimbench.spec.listing import Entry, Listing, apply, parse_list, read_region
@@ -320,22 +321,12 @@ def clean_temps(list_path: Path, age_s: float = 600.0) -> list[Path]:
         pid = int(m.group("pid")) if m.group("pid") else None
         try:
             old = time.time() - e.stat(follow_symlinks=False).st_mtime > age_s
-            if old or (pid is not None and not _alive(pid)):
+            if old or (pid is not None and not census.alive(pid)):
                 os.unlink(e.path)
                 gone.append(Path(e.path))
         except OSError:
             continue
     return gone
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except OSError:
-        return True
-    return True
 
 
 def _replace_if_unchanged(path: Path, data: bytes, before: bytes, st: os.stat_result) -> None:

@@ -52,6 +52,18 @@ def stat(pid: int, tid: Optional[int] = None) -> Optional[Stat]:
                 rt_priority=int(rest[37]) if len(rest) > 38 else 0, policy=int(rest[38]) if len(rest) > 38 else 0)
 
 
+def alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one owned by another user counts): the owner of a temp
+    file or backup folder named after it may still be using it."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True
+    return True
+
+
 def exit_text(status: Optional[int]) -> str:
     """A wait status in words: "exited with status 3", "was killed by SIGKILL"."""
     import signal

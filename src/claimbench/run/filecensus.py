@@ -19,6 +19,8 @@ import subprocess
 import time
 from pathlib import Path
 
+from claimbench.run import census
+
 SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", ".hypothesis", ".pytest_cache", "node_modules", ".cache",
              ".quarantine", ".whl", ".gl"}
 MAX_FILES = 200_000
@@ -83,7 +85,7 @@ def sweep_backups() -> list[Path]:
             continue
         pid = e.name[len(BACKUP_PREFIX):].split("-", 1)[0]
         try:
-            if not pid.isdigit() or e.stat(follow_symlinks=False).st_uid != os.getuid() or _alive(int(pid)):
+            if not pid.isdigit() or e.stat(follow_symlinks=False).st_uid != os.getuid() or census.alive(int(pid)):
                 continue
         except OSError:
             continue
@@ -91,16 +93,6 @@ def sweep_backups() -> list[Path]:
         if not os.path.exists(e.path):
             out.append(Path(e.path))
     return out
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 class Backup:
