@@ -22,7 +22,7 @@ from typing import Iterable, Optional, Union
 
 from claimbench.errors import UsageError
 from claimbench.spec.problem import Problem
-from claimbench.store.atcommit import CommitFiles, git_objects
+from claimbench.store.atcommit import COMMIT, CommitFiles, git_objects
 from claimbench.store.jsonio import loads_json
 from claimbench.store.record import (
     MIN_PROTOCOL_VERSION,
@@ -34,7 +34,6 @@ from claimbench.store.record import (
 )
 from claimbench.store.recordwrite import name_problem
 
-_COMMIT = re.compile(r"^[0-9a-f]{7,64}$")
 _REL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")
 
 
@@ -158,7 +157,7 @@ def _static(c: _Candidate) -> Optional[Problem]:
     if rec.git_dirty is not False:
         return _refuse(path, "git_dirty", "made from a dirty or unknown tree: its files are in no commit; "
                        "rerun from a clean checkout")
-    if not rec.git_commit or not _COMMIT.match(rec.git_commit):
+    if not rec.git_commit or not COMMIT.match(rec.git_commit):
         return _refuse(path, "git_commit", f"{rec.git_commit!r} is not a commit hash; rerun from a clean checkout")
     if rec.protocol_version < MIN_PROTOCOL_VERSION:
         return _refuse(path, "protocol_version", f"protocol {rec.protocol_version} is older than the minimum "

@@ -16,12 +16,14 @@ repository: a project in a subfolder of a larger repository is checked at its ow
 from __future__ import annotations
 
 import hashlib
+import re
 import subprocess
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
 Problem = tuple  # (key, message)
 _PRESENT = "present"  # what a commit spec is kept as: it exists
+COMMIT = re.compile(r"^[0-9a-f]{7,64}$")  # a hash: never a name that moves (HEAD, main, HEAD~1)
 
 
 class CommitFiles:
@@ -40,6 +42,9 @@ class CommitFiles:
         (a record from a dirty tree never said its files were the commit's)."""
         if not commit:
             return None  # no commit named: provenance calls it an unknown tree, not a forgery
+        if not COMMIT.match(commit):
+            return ("git_commit", f"{commit[:80]!r} is not a commit hash: a record names the commit it ran "
+                                  "from by its hash, never by a name that moves; rerun from a clean checkout")
         if self.repository is None:
             return ("git_commit", f"commit {commit} cannot be checked: {self.why}")
         wanted = [("claim_sha256", *claim), *(("source_sha256", r, h) for r, h in sorted(sources.items()))]
