@@ -38,6 +38,22 @@ def test_round_to_matches_torch_casts(name):
     assert np.array_equal(got, want, equal_nan=True)
 
 
+@pytest.mark.parametrize("name", ["float8_e4m3fn", "float8_e5m2", "float16"])
+def test_values_next_to_a_midpoint_round_as_torch_does(name):
+    """CI, 2026-12-02: one random float64 in 4,096 lay within a float32 ulp of an e5m2 midpoint,
+    where torch (which casts through float32) and a direct rounding part ways (-45055.99999999999:
+    -49152 against -40960). Every midpoint of the format and its two float64 neighbours."""
+    if name == "float16":
+        v = torch.arange(-65504, 65504, 0.25, dtype=torch.float64).to(torch.float16).unique().to(torch.float64).numpy()
+    else:
+        v = torch.arange(256, dtype=torch.int32).to(torch.uint8).view(getattr(torch, name)).to(torch.float64).numpy()
+    v = np.sort(v[np.isfinite(v)])
+    mids = (v[1:] + v[:-1]) / 2
+    xs = np.concatenate([mids, np.nextafter(mids, np.inf), np.nextafter(mids, -np.inf)])
+    want = torch.from_numpy(xs).to(getattr(torch, name)).to(torch.float64).numpy()
+    assert np.array_equal(codec.round_to(xs, name), want, equal_nan=True)
+
+
 def test_encode_element_round_trips():
     for name in ("float32", "float16", "bfloat16", "float8_e4m3fn"):
         raw = codec.encode_element(-2.5, name)

@@ -140,7 +140,8 @@ def encode_fp8(x: np.ndarray, dtype: str) -> np.ndarray:
     # drop the negative zero so that 0.0 maps to the +0 code
     keep = ~((vals == 0) & (codes & 0x80).astype(bool))
     vals, codes = vals[keep], codes[keep]
-    x = np.asarray(x, dtype=np.float64)
+    with np.errstate(over="ignore", invalid="ignore"):  # through float32, as torch casts (round_values too)
+        x = np.asarray(x, dtype=np.float64).astype(np.float32).astype(np.float64)
     clipped = np.clip(np.nan_to_num(x, nan=0.0), vals[0], vals[-1])
     hi = np.clip(np.searchsorted(vals, clipped), 1, len(vals) - 1)
     lo = hi - 1

@@ -24,6 +24,9 @@ def round_values(x: np.ndarray, dtype: str) -> np.ndarray:
     x = np.asarray(x, dtype=np.float64)
     if dtype == "float64":
         return x.copy()
+    if dtype in ("float16", *FP8):  # through float32, as torch casts (and as a kernel's float32
+        with np.errstate(over="ignore", invalid="ignore"):  # accumulator is rounded): a value within a
+            x = x.astype(np.float32).astype(np.float64)     # float32 ulp of a midpoint rounds as torch does
     if dtype in ("float32", "float16"):
         with np.errstate(over="ignore"):
             return x.astype(np.float32 if dtype == "float32" else np.float16).astype(np.float64)
