@@ -22,6 +22,7 @@ from typing import Any, Callable, Optional
 from claimbench.run.protocol import Sample
 
 _PERF = time.perf_counter_ns
+SYNC_MARK = 3  # calls in a row that outlast their grown sleep before a side counts as one that syncs
 
 
 def _l2_resetter() -> tuple[Optional[Callable[[], None]], str]:
@@ -80,6 +81,8 @@ class CudaEventTimer:
         self.min_block_us = min_block_us
         self.calls_per_block: dict[str, int] = {}
         self._launch_us: dict[str, float] = {}
+        self.syncs: set[str] = set()  # sides whose calls wait for the GPU inside: no sleep hides their launches
+        self._outlasted: dict[str, int] = {}  # consecutive calls whose host time outlasted a grown sleep
         self.flush_bytes: Optional[int] = None
         self._buf = None
         if not hot:
@@ -122,8 +125,12 @@ class CudaEventTimer:
         torch = self._torch
         # Keep the queue busy while the host launches: at least sleep_us, and longer than the
         # host took to launch this side last time, so launch latency stays out of the events.
-        wait_us = max(self.sleep_us, 1.5 * self._launch_us.get(side, 0.0))
-        torch.cuda._sleep(int(min(wait_us, 5000.0) * self.cycles_per_us))
+        # A call that waits for the GPU inside (`.item()`, `nonzero`) waits for the sleep too, so
+        # its host time grew with every sleep, the sleep to its 5 ms cap, and the time outside the
+        # events past the bracket's bound (issue 23): such a side keeps the shortest sleep.
+        grown = 1.5 * self._launch_us.get(side, 0.0)
+        wait_us = self.sleep_us if side in self.syncs else min(max(self.sleep_us, grown), 5000.0)
+        torch.cuda._sleep(int(wait_us * self.cycles_per_us))
         h0 = _PERF()
         self._start.record()
         out = None
@@ -131,6 +138,13 @@ class CudaEventTimer:
             out = fn()
         self._end.record()
         host_us, prev = (_PERF() - h0) / 1000.0, self._launch_us.get(side, 0.0)
+        # the host outlasted a sleep already grown past its own last launch time: a launch-bound
+        # call does so only on a spike (its launches take as long with any sleep), a call that waits
+        # for the GPU every time; three in a row mark the side
+        over = wait_us > self.sleep_us and host_us > wait_us
+        self._outlasted[side] = self._outlasted.get(side, 0) + 1 if over else 0
+        if self._outlasted[side] >= SYNC_MARK:
+            self.syncs.add(side)
         self._launch_us[side] = host_us if host_us > prev else 0.9 * prev + 0.1 * host_us  # rise fast, decay slowly
         self._end.synchronize()
         return self._start.elapsed_time(self._end) * 1000.0 / n, out
