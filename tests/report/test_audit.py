@@ -54,6 +54,21 @@ def test_clean_tree_passes_cold_and_warm(tree):
     assert run(root) == []
 
 
+def test_a_damaged_cache_line_costs_only_its_record(tree):
+    """The cache is parsed in one go; a damaged line (a killed write) falls back to line by line,
+    and only its record is checked again: the warm answer is the cold one."""
+    from claimbench.report.audit import _load_cache
+
+    root, _ = tree
+    assert run(root) == []
+    (cache,) = (root / "results" / ".cache").glob(f"audit-{fingerprint()}.jsonl")
+    lines = cache.read_bytes().splitlines(keepends=True)
+    assert len(_load_cache(cache)) == len(lines) > 2
+    cache.write_bytes(b"".join(lines[:1] + [lines[1][:17] + b"\n"] + lines[2:]))
+    assert len(_load_cache(cache)) == len(lines) - 1
+    assert run(root) == []
+
+
 def test_hand_edit_inside_marker(tree):
     root, _ = tree
     edit_list(root, "-->1.62× [1.61, 1.63] vs torch.softmax", "-->1.72× [1.61, 1.63] vs torch.softmax")

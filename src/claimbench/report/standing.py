@@ -187,15 +187,24 @@ def judge(summaries: Sequence[Summary], *, hashes: Hashes, claims_by_id: Mapping
         out = record_problems(s, claims_by_id=claims_by_id, facts=facts, hashes=hashes, bound=bound, tracked=tracked)
         return out or at_commit(s)
 
+    asked: dict = {}  # what a record names of its commit -> the answer: records of one run share it
+
+    def named(s: Summary) -> tuple:
+        return s.git_commit, s.claim_path, s.claim_sha256, tuple(s.source_sha256.items()), s.git_dirty is False
+
     def at_commit(s: Summary) -> Problems:
         if commits is None or s.error is not None:
             return []
-        p = commits.problem(s.git_commit, (s.claim_path, s.claim_sha256), s.source_sha256, files=s.git_dirty is False)
-        return [p] if p is not None else []
+        key = named(s)
+        if key not in asked:
+            p = commits.problem(key[0], (key[1], key[2]), dict(key[3]), files=key[4])
+            asked[key] = [p] if p is not None else []
+        return list(asked[key])
 
     if commits is not None:  # every record's commit and files in one read
-        commits.load(spec for s in summaries if s.error is None and s.git_commit
-                     for spec in commits.specs(s.git_commit, [s.claim_path, *s.source_sha256], files=s.git_dirty is False))
+        unique = {named(s) for s in summaries if s.error is None and s.git_commit}
+        commits.load(spec for c, claim, _, sources, files in unique
+                     for spec in commits.specs(c, [claim, *(rel for rel, _ in sources)], files=files))
 
     expected: dict = {}  # (claim file, digest form) -> the digest its records must carry
 

@@ -196,7 +196,10 @@ def _cache_line(sha: str, s: Summary, probs: list) -> str:
 
 
 def summary_from_cache(rel: str, size: int, mtime: int, sha: str, fields: dict) -> Summary:
-    s = Summary(path=rel, size=size, mtime_ns=mtime, sha256=sha, **fields)
+    if len(fields) == len(_KEEP) and tuple(fields) == _KEEP:  # as `_cache_line` wrote it: by position, 3x faster
+        s = Summary._make((rel, size, mtime, sha, *fields.values()))
+    else:
+        s = Summary(path=rel, size=size, mtime_ns=mtime, sha256=sha, **fields)
     return s._replace(dirty_files=tuple(s.dirty_files)) if s.dirty_files else s
 
 
