@@ -7,11 +7,12 @@ reads the bytes of outputs itself wherever it can.
 
 from __future__ import annotations
 
-from typing import Annotated, Any, Final, Literal, Mapping, Optional, Union
+from typing import Annotated, Any, Literal, Mapping, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, TypeAdapter
 
-WIRE_VERSION: Final = 1
+from claimbench.versions import WIRE_VERSION  # its history is there
+
 Role = Literal["task", "kernel", "baseline"]
 Scalar = Union[bool, int, float, str, None]
 ShortText = Annotated[str, Field(max_length=20_000)]

@@ -41,9 +41,9 @@ from claimbench.store.record import (
     read_record_bytes,
 )
 from claimbench.store.recordwrite import NOT_A_RECORD_NAME
+from claimbench.versions import INDEX_VERSION  # its history is there
 
 INDEX_NAME = "index.jsonl"
-INDEX_VERSION = 6
 CLAIM_ID = re.compile(r"^[a-z0-9][a-z0-9._-]{0,99}$")
 _RECORD_MATCH = RECORD_NAME.match
 _PARALLEL_MIN = 2000  # below this, worker start-up costs more than it saves

@@ -38,13 +38,8 @@ from claimbench.store.recordwrite import (  # noqa: F401 (the runner's names)
     record_path,
     write_record,
 )
+from claimbench.versions import MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, SCHEMA_VERSION  # noqa: F401 (re-exported; history there)
 
-SCHEMA_VERSION = 3  # 3: hardware_spec and workload copied from the claim; samples last
-# 2: per-sample perturbation, CPU calls timed alone from 50 us; 3: pinned host allocator;
-# 4: the judge and the clock out of the kernel's process (orchestrator, task/kernel/baseline sides),
-#    CI precision and machine load part of `verified`, rounds until the CI is narrow enough
-PROTOCOL_VERSION = 5
-MIN_PROTOCOL_VERSION = 4
 MAX_RECORD_BYTES = 64 << 20  # a runner's record is a few MB at most; anything bigger is refused unread
 MAX_SAMPLES = 100_000  # per side: 2,000 per process (timing.py) times --repeat, with room to spare
 METRICS = ("speedup", "time_us", "tflops", "gbps", "sol_fraction")

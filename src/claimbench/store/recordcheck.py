@@ -132,7 +132,7 @@ def fingerprint() -> str:
         "claimbench.store.recordcheck", "claimbench.stats.verdict", "claimbench.stats.resample", "claimbench.store.record",
         "claimbench.store.recordwrite", "claimbench.store.index", "claimbench.stats.status", "claimbench.spec.display",
         "claimbench.store.provenance", "claimbench.store.claimcopy", "claimbench.store.jsonio", "claimbench.stats.precision",
-        "claimbench.store.codeprint"))
+        "claimbench.store.codeprint", "claimbench.versions"))
 
 
 def _init(known: frozenset) -> None:

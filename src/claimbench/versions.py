@@ -1,0 +1,30 @@
+"""Every format version claimbench reads or writes, with its history: one place to bump, one
+place to read what changed. A module that writes a format imports its version from here.
+
+A record's ``schema_version`` says how its fields are laid out (older ones are migrated on load,
+newer ones refused); its ``protocol_version`` says how its number was measured (publish shows
+numbers from ``MIN_PROTOCOL_VERSION`` on). The index and the wire between orchestrator and sides
+are this machine's own: a mismatch rebuilds the index, and ends a side that speaks another wire.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# Record layout. 1: first release; 2: `status` became `verdict`, per-sample process ids;
+# 3: hardware_spec and workload copied from the claim, samples last (reads top-down).
+SCHEMA_VERSION: Final = 3
+
+# How a number was measured. 2: per-sample perturbation, CPU calls timed alone from 50 us;
+# 3: pinned host allocator; 4: the judge and the clock out of the kernel's process (orchestrator,
+# task/kernel/baseline sides), CI precision and machine load part of `verified`, rounds until the
+# CI is narrow enough; 5: a CPU number needs three processes (--repeat defaults to 3 on a CPU).
+PROTOCOL_VERSION: Final = 5
+MIN_PROTOCOL_VERSION: Final = 4  # publish shows no number measured under an older protocol
+
+# results/index.jsonl, one Summary per record. 4: cheaper record checks (copy digest over a list);
+# 5: protocol.sandbox, for the `no sandbox` label; 6: floor_us, for the `no floor` label.
+INDEX_VERSION: Final = 6
+
+# The messages between the orchestrator and its sides (run/messages.py). 1: first.
+WIRE_VERSION: Final = 1
