@@ -9,7 +9,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable, Optional, cast
+from typing import Any, Callable, Optional
 
 from claimbench import __version__
 from claimbench.gate.policy import gate_file
@@ -382,7 +382,7 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
         **evidence_fields(PROTOCOL_VERSION, {"device": device, "machine_load": load}, {}, claim.claimed.model_dump()))
     v = decide(ev)
     sources = {p for p in claim_sources(root, claim)}
-    sources |= {(root / rel).resolve() for r in results for rel in (r.get("sources") or r.get("loaded_sources") or [])}
+    sources |= {(root / rel).resolve() for r in results for rel in (r.get("sources") or [])}
     kernels_dir = (root / "kernels").resolve()
     hashes = {str(p.relative_to(root.resolve())): sha256_file(p) for p in sorted(sources)
               if p.is_file() and p.is_relative_to(kernels_dir)}
@@ -406,6 +406,6 @@ def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: lis
         **claim_copy(claim), flops=flops, bytes=nbytes,
         tensor_bytes=tensor_bytes, protocol=protocol, correctness=corr, rejections=rejections,
         outcome=outcome, outcome_reason=outcome_reason, throttled_majority=throttled,
-        kernel=cast(SideTiming, k), baseline=cast(SideTiming, b),  # dicts: pydantic validates them
+        kernel=SideTiming.model_validate(k), baseline=SideTiming.model_validate(b),
         ceilings=ceil, floor_us=floor, floor_term=term, verdict=v.status.value, reason=v.reason,
         value=v.value, ci_low=v.ci_low, ci_high=v.ci_high, published_value=v.published_value)

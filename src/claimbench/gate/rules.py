@@ -13,7 +13,7 @@ from __future__ import annotations
 import ast
 from functools import lru_cache
 from pathlib import Path
-from typing import Optional, Union, cast
+from typing import Optional, Union
 
 from claimbench.gate.srcgraph import closure, module_file, parse, split_ref
 from claimbench.spec import ops
@@ -92,7 +92,12 @@ def dotted(node: ast.AST, al: dict[str, str]) -> str | None:
     return ".".join(reversed(parts))
 
 
-def _functions(tree: ast.Module) -> dict[str, ast.AST]:
+def _line(node: ast.AST) -> int:
+    """An import or assignment's line: statements have one, and the walk gives only statements here."""
+    return int(getattr(node, "lineno", 0))
+
+
+def _functions(tree: ast.Module) -> dict[str, Union[ast.FunctionDef, ast.AsyncFunctionDef]]:
     return {n.name: n for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef))}
 
 
@@ -132,7 +137,7 @@ def _fn_info(path: Path, mtime_ns: int, name: str):
         return None
     refs: list[tuple[str, int, str, Union[bool, str, None]]] = []
     local, imported = [], []
-    refs.extend(("dyn", line, msg, None) for line, msg in _dynamic_lookups(list(cast(ast.FunctionDef, node).body), into_defs=True))
+    refs.extend(("dyn", line, msg, None) for line, msg in _dynamic_lookups(list(node.body), into_defs=True))
     for sub in ast.walk(node):
         if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
             refs.append(("str", sub.lineno, sub.value, False))
@@ -181,17 +186,17 @@ def _module_facts(path: Path, mtime_ns: int) -> tuple:
             mods = [node.module.split(".")[0]]
         for m in mods:
             if m in BANNED_MODULES:
-                out.append(("fixed", cast(ast.stmt, node).lineno, f"imports `{m}`, which can reach the harness, the interpreter or other "
+                out.append(("fixed", _line(node), f"imports `{m}`, which can reach the harness, the interpreter or other "
                             "processes; kernels may not use it", None))
             if m in CLOCK_MODULES:
-                out.append(("fixed", cast(ast.stmt, node).lineno, f"imports `{m}`, a clock: a kernel that can time itself can tell the "
+                out.append(("fixed", _line(node), f"imports `{m}`, a clock: a kernel that can time itself can tell the "
                             "checked calls from the timed ones; kernels may not read clocks", None))
         full = [a.name for a in node.names] if isinstance(node, ast.Import) else (
             [node.module] + [f"{node.module}.{a.name}" for a in node.names]
             if isinstance(node, ast.ImportFrom) and node.module else [])
         for name in full:
             if _observer(name):
-                out.append(("fixed", cast(ast.stmt, node).lineno, f"imports `{name}`, which tells whether the harness is watching; "
+                out.append(("fixed", _line(node), f"imports `{name}`, which tells whether the harness is watching; "
                             "kernels may not", None))
         if isinstance(node, ast.ImportFrom) and node.module == "os":
             for a in node.names:
@@ -232,7 +237,7 @@ def _module_facts(path: Path, mtime_ns: int) -> tuple:
             targets = [node.target]
         for t in targets:
             if isinstance(t, ast.Attribute):
-                out.append(("assign", cast(ast.stmt, node).lineno, dotted(t.value, al) or "", t.attr))
+                out.append(("assign", _line(node), dotted(t.value, al) or "", t.attr))
         if isinstance(node, ast.Global):
             out.append(("global", node.lineno, tuple(node.names), None))
     out.extend(("fixed", line, msg, None) for line, msg in _dynamic_lookups(tree.body))
