@@ -149,10 +149,11 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
     seeds = draw_seeds(claim.correctness.trials)
     say(f"{claim.id}: {'measuring on ' + hw.name if ok else 'correctness on CPU (' + why + ')'}")
     with one_claim_at_a_time(root, shared=not ok and _census_blind_to(opts.results, root)):
-        return _measure(claim, Path(claim_path), root, hw, opts, servers, ok, why, dtype, device, names, seeds, say)
+        return _measure(claim, Path(claim_path), root, hw, opts=opts, servers=servers, ok=ok, why=why, dtype=dtype,
+                        device=device, names=names, seeds=seeds, say=say)
 
 
-def _measure(claim, claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, servers, ok: bool, why: str,
+def _measure(claim, claim_path: Path, root: Path, hw: Hardware, *, opts: RunOptions, servers, ok: bool, why: str,
              dtype: str, device: str, names: list, seeds: dict, say) -> Outcome:
     """The claim's window, under the project's lock: ceilings, processes, file census, record."""
     ceilings = _ceilings(claim, hw, opts, dtype, servers, say) if ok else None
