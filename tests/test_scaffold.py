@@ -112,6 +112,20 @@ def test_the_generated_kernel_test_passes(project):
     assert run.returncode == 0 and "5 passed" in run.stdout, run.stdout + run.stderr
 
 
+def test_the_generated_kernel_test_fails_a_kernel_returning_another_dtype(project):
+    """Issue 26: the scaffolded test passed a kernel returning float64 for a float32 claim, and
+    `run` then said incorrect; the test now holds the kernel to the baseline's dtype, as `run` does."""
+    assert main(["--root", str(project), "new", "scan-demo"]) == 0
+    kernel = next((project / "kernels").rglob("kernel.py"))
+    kernel.write_text(kernel.read_text().replace("return torch.cumsum(x, dim=-1)",
+                                                 "return torch.cumsum(x, dim=-1).to(torch.float64)"))
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(p for p in (str(project), os.environ.get("PYTHONPATH")) if p)}
+    run = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", "-p", "no:xdist",
+                          "tests/kernels/test_scan_demo.py"], cwd=project, capture_output=True, text=True, env=env)
+    assert run.returncode == 1, run.stdout + run.stderr
+    assert "the kernel returns torch.float64 where the baseline returns torch.float32" in run.stdout, run.stdout
+
+
 def test_both_examples_pass_the_runners_correctness_check(project):
     """The CPU example's model is narrowed to no machine, so both take the CPU correctness path
     (trials, check shapes, null models, static rules, trace) without timing."""

@@ -62,8 +62,15 @@ def check_sides(claim: dict, params: dict, seed: int) -> None:
     corr = claim["correctness"]
     args = inputs(claim, params, seed)
     ref = resolve(corr["reference"])(*args)
-    for side in ("kernel", "baseline"):
-        assert_matches(run_side(claim, side, args), ref, corr, f"{claim['id']} {side} {params}")
+    outs = {side: run_side(claim, side, args) for side in ("kernel", "baseline")}
+    for side, out in outs.items():
+        assert_matches(out, ref, corr, f"{claim['id']} {side} {params}")
+    k, b = outs["kernel"], outs["baseline"]
+    # the run holds the kernel to the baseline's output dtype (issue 26: a scaffolded test passed a
+    # kernel returning float64 for a float32 claim, and `run` then said incorrect)
+    assert not isinstance(k, torch.Tensor) or not isinstance(b, torch.Tensor) or k.dtype == b.dtype, (
+        f"{claim['id']} {params}: the kernel returns {k.dtype} where the baseline returns {b.dtype}; "
+        "the run compares them and calls a different dtype incorrect")
 
 
 def assert_seeds_differ(claim_id: str) -> None:

@@ -72,19 +72,24 @@ def _torch(gpu: Gpu):
     return T
 
 
-def _timer(gpu):
+def _samples(gpu, fn, n=12):
+    """A cold timer on the simulated GPU, after ``n`` samples of ``fn`` (the host clock is the simulation's)."""
     import claimbench.side.cuda_timer as ct
 
     real = ct._PERF
-    ct._PERF = lambda: int(gpu.host_us * 1000)  # the host clock is the simulation's
-    t = CudaEventTimer(l2_bytes=1 << 20, torch_module=_torch(gpu), l2_resetter=lambda: None,
-                       max_sm_clock_mhz=CYCLES_PER_US)
-    return t, lambda: setattr(ct, "_PERF", real)
+    ct._PERF = lambda: int(gpu.host_us * 1000)
+    try:
+        t = CudaEventTimer(l2_bytes=1 << 20, torch_module=_torch(gpu), l2_resetter=lambda: None,
+                           max_sm_clock_mhz=CYCLES_PER_US)
+        for _ in range(n):
+            t.sample("kernel", fn)
+    finally:
+        ct._PERF = real
+    return t
 
 
 def test_a_call_that_waits_for_the_gpu_keeps_the_shortest_sleep():
     gpu = Gpu()
-    t, restore = _timer(gpu)
 
     def syncing():  # launch 30 us of work, wait for it (.item()), launch 20 us more
         gpu.host_us += 5.0
@@ -92,11 +97,7 @@ def test_a_call_that_waits_for_the_gpu_keeps_the_shortest_sleep():
         gpu.wait()
         gpu.host_us += 5.0
         gpu.queue(20.0)
-    try:
-        for _ in range(12):
-            t.sample("kernel", syncing)
-    finally:
-        restore()
+    t = _samples(gpu, syncing)
     assert max(gpu.sleeps_us) < 1000.0  # never near the 5 ms cap (before: 5000 us from the 9th call on)
     assert max(gpu.sleeps_us[-5:]) == t.sleep_us  # it grew a little before it was recognized, then stayed
     assert "kernel" in t.syncs
@@ -104,16 +105,11 @@ def test_a_call_that_waits_for_the_gpu_keeps_the_shortest_sleep():
 
 def test_a_launch_bound_call_still_gets_a_sleep_longer_than_its_launches():
     gpu = Gpu()
-    t, restore = _timer(gpu)
     launches = iter([400.0] * 5 + [900.0] + [400.0] * 6)  # one slow launch among them
 
     def launch_bound():  # 400 us of host launches for 50 us of device work, never waits
         gpu.host_us += next(launches)
         gpu.queue(50.0)
-    try:
-        for _ in range(12):
-            t.sample("kernel", launch_bound)
-    finally:
-        restore()
+    t = _samples(gpu, launch_bound)
     assert "kernel" not in t.syncs
     assert min(gpu.sleeps_us[2:]) >= 1.5 * 400.0 * 0.9  # the sleep covers the launches
