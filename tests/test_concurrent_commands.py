@@ -25,10 +25,11 @@ FIXTURES = Path(__file__).resolve().parent / "fixtures"
 SRC = str(Path(__file__).resolve().parents[1] / "src")
 
 
-def _cli(root: Path, *args: str, **kw) -> subprocess.Popen:
-    env = {**os.environ, "PYTHONPATH": SRC}
-    return subprocess.Popen([sys.executable, "-m", "claimbench", "--root", str(root), *args], cwd=root, env=env,
-                            stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
+def _cli(root: Path, *args: str) -> list[str]:
+    return [sys.executable, "-m", "claimbench", "--root", str(root), *args]
+
+
+ENV = {**os.environ, "PYTHONPATH": SRC}
 
 
 def test_a_run_with_ingest_publish_and_edits_beside_it_loses_none_of_them(tmp_path):
@@ -42,7 +43,9 @@ def test_a_run_with_ingest_publish_and_edits_beside_it_loses_none_of_them(tmp_pa
     made = write_record(tmp_path / "artifact", rk.build(root, "softmax-online", created="2026-11-20T09:00:00.000000Z",
                                                         kernel_us=150, baseline_us=243, seed=40))
 
-    run = _cli(root, "run", "claims/rowsum-cpu.yaml", "--threads", "1", "--max-time-s", "1", "--warmup-s", "0.1")
+    run = subprocess.Popen(_cli(root, "run", "claims/rowsum-cpu.yaml", "--threads", "1", "--max-time-s", "1",
+                                "--warmup-s", "0.1"), cwd=root, env=ENV, stdout=subprocess.PIPE,
+                           stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     assert run.stdout is not None
     deadline = time.monotonic() + 120
@@ -52,10 +55,9 @@ def test_a_run_with_ingest_publish_and_edits_beside_it_loses_none_of_them(tmp_pa
         if "correctness" in line or not line:
             break
     assert any("correctness" in x for x in lines), "".join(lines)
-    ingest = subprocess.run([sys.executable, "-m", "claimbench", "--root", str(root), "ingest", str(made.parent.parent)],
-                            cwd=root, env={**os.environ, "PYTHONPATH": SRC}, capture_output=True, text=True, timeout=300)
-    publish = subprocess.run([sys.executable, "-m", "claimbench", "--root", str(root), "publish"], cwd=root,
-                             env={**os.environ, "PYTHONPATH": SRC}, capture_output=True, text=True, timeout=300)
+    ingest = subprocess.run(_cli(root, "ingest", str(made.parent.parent)), cwd=root, env=ENV, capture_output=True,
+                            text=True, timeout=300)
+    publish = subprocess.run(_cli(root, "publish"), cwd=root, env=ENV, capture_output=True, text=True, timeout=300)
     out, _ = run.communicate(timeout=300)
     said = "".join(lines) + out
     assert ingest.returncode == 0, ingest.stdout + ingest.stderr

@@ -4,7 +4,6 @@ their commit, or that audit would fail, are refused one line each."""
 from __future__ import annotations
 
 import json
-import subprocess
 from pathlib import Path
 
 import pytest
@@ -16,19 +15,14 @@ from claimbench.report.publish import publish
 from claimbench.store.record import MIN_PROTOCOL_VERSION, write_record
 
 
-def _git(root: Path, *args: str) -> str:
-    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout.strip()
-
-
 @pytest.fixture
 def project(tmp_path):
     """The publish fixture as a git repository with one commit; results/ empty and ignored."""
     root = rk.copy_tree(tmp_path / "proj")
     (root / ".gitignore").write_text("results/\n")
-    _git(root, "init", "-q")
-    _git(root, "add", "-A")
-    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "fixture")
-    return root, _git(root, "rev-parse", "HEAD")
+    rk.git(root, "add", "-A")  # results/ is ignored here, so commit_all's pathspec for it would be refused
+    rk.git(root, "commit", "-qm", "fixture")
+    return root, rk.head(root)
 
 
 def _fleet(tmp_path: Path, root: Path, commit: str, **over) -> dict[str, Path]:

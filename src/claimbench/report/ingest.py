@@ -101,9 +101,10 @@ def ingest(root: Path, sources: Iterable[Path], results: Path, *, dry_run: bool 
             report.refused.append(problem)
         else:
             hashed.append(cand)
-    copies = _ClaimsAtCommits(root, commits.repository or "", hashed)
-    hashed, refused = [c for c in hashed if copies.problem(c) is None], [copies.problem(c) for c in hashed]
-    report.refused += [p for p in refused if p is not None]
+    copies = _ClaimsAtCommits(commits, hashed)
+    judged = [(c, copies.problem(c)) for c in hashed]
+    report.refused += [p for _, p in judged if p is not None]
+    hashed = [c for c, p in judged if p is None]
     for cand, problems in zip(hashed, _recompute([c.rec for c in hashed])):
         if problems:
             key, msg = problems[0]
@@ -181,15 +182,14 @@ class _ClaimsAtCommits:
     a current record to the claim file, and ingest must refuse what audit would (a claimed value or
     tolerance edited, the verdict recomputed: found by tests/report/test_one_judgement.py)."""
 
-    def __init__(self, root: Path, prefix: str, cands: list[_Candidate]) -> None:
-        specs = list(dict.fromkeys(self._spec(c, prefix) for c in cands))
-        self.prefix = prefix
-        self.blobs = dict(zip(specs, git_objects(root, specs)))
+    def __init__(self, commits: CommitFiles, cands: list[_Candidate]) -> None:
+        self.commits = commits
+        specs = list(dict.fromkeys(self._spec(c) for c in cands))
+        self.blobs = dict(zip(specs, git_objects(commits.root, specs)))
         self.memo: dict[str, Union[tuple[dict, Optional[float], Optional[float]], str]] = {}
 
-    @staticmethod
-    def _spec(c: _Candidate, prefix: str) -> str:
-        return f"{c.rec.git_commit}:{prefix}{c.rec.claim_path}"
+    def _spec(self, c: _Candidate) -> str:
+        return self.commits.path_spec(c.rec.git_commit or "", c.rec.claim_path)
 
     def _expected(self, spec: str) -> Union[tuple[dict, Optional[float], Optional[float]], str]:
         """The claim's expected copy, or the reason it has none."""
@@ -210,7 +210,7 @@ class _ClaimsAtCommits:
     def problem(self, c: _Candidate) -> Optional[Problem]:
         from claimbench.store.claimcopy import copy_differences
 
-        want = self._expected(self._spec(c, self.prefix))
+        want = self._expected(self._spec(c))
         commit = (c.rec.git_commit or "")[:12]
         if isinstance(want, str):
             return _refuse(c.source, "claim_path", f"{c.rec.claim_path} at commit {commit} {want}")

@@ -56,7 +56,7 @@ class CommitFiles:
             return ("git_commit", f"commit {commit} is not in this repository; fetch it "
                                   f"(git fetch origin {commit}) or use a clone that has it")
         for key, rel, want in (wanted if files else []):
-            have = self._known.get(self._spec(commit, rel))
+            have = self._known.get(self.path_spec(commit, rel))
             if have is None:
                 return (key, f"{rel} does not exist at commit {commit[:12]}: the run read a file that "
                              "commit does not hold (untracked or git-ignored); commit it and rerun")
@@ -75,21 +75,26 @@ class CommitFiles:
 
     def specs(self, commit: str, rels: Iterable[str], *, files: bool = True) -> list[str]:
         """What `problem` reads for a record: its commit and, with ``files``, each file at it."""
-        return [commit_spec(commit), *(self._spec(commit, rel) for rel in rels)] if files else [commit_spec(commit)]
+        return [commit_spec(commit), *(self.path_spec(commit, rel) for rel in rels)] if files else [commit_spec(commit)]
 
     def load(self, specs: Iterable[str]) -> None:
         """Read every spec not yet known, all in one `git cat-file --batch`."""
-        todo = [s for s in dict.fromkeys(specs) if s not in self._known]
-        if not todo or self.repository is None:
+        if self.repository is None:
             return
-        for spec in [s for s in todo if "\n" in s or "\r" in s]:  # a record's path cannot name an object
-            self._known[spec] = None
-        todo = [s for s in todo if s not in self._known]
+        todo = []
+        for s in dict.fromkeys(specs):
+            if s in self._known:
+                continue
+            if "\n" in s or "\r" in s:  # a record's path cannot name an object
+                self._known[s] = None
+            else:
+                todo.append(s)
         for spec, data in zip(todo, git_objects(self.root, todo)):
             self._known[spec] = None if data is None else (_PRESENT if spec.endswith("^{commit}")
                                                           else hashlib.sha256(data).hexdigest())
 
-    def _spec(self, commit: str, rel: str) -> str:
+    def path_spec(self, commit: str, rel: str) -> str:
+        """The git object name of the project file ``rel`` at ``commit``."""
         return f"{commit}:{self.repository}{rel}"
 
 

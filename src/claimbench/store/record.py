@@ -203,6 +203,11 @@ def _number(x) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
+# claim keys added after records began copying `hardware`: copied only when a claim sets them, so
+# every record made before they existed still copies its claim exactly (and keeps its digest)
+ADDED_HARDWARE_KEYS = ("nvlink",)
+
+
 def claim_copy(claim) -> dict:
     """Exactly the fields a record copies from its claim (`Record` keys, JSON values); the runner
     passes them to `Record`, and audit compares them with the claim file the record names."""
@@ -211,10 +216,6 @@ def claim_copy(claim) -> dict:
             "hardware_spec": claim.hardware.model_dump(mode="json", exclude=unset),
             "workload": claim.workload.model_dump(mode="json")}
 
-
-# claim keys added after records began copying `hardware`: copied only when a claim sets them, so
-# every record made before they existed still copies its claim exactly (and keeps its digest)
-ADDED_HARDWARE_KEYS = ("nvlink",)
 
 
 def sha256_file(path: Path) -> str:
