@@ -257,3 +257,44 @@ def test_a_record_its_own_bytes_contradict_is_refused_by_audit_publish_and_inges
     plan = publish(root, root / "LIST.md", root / "results", dry_run=True)
     assert path.name not in plan.new_text
     assert any(key in m and path.name in m for m in messages(run(root, cache=False)))
+
+
+def _forge_cache(root, record_path):
+    """Rewrite the audit cache so the line for ``record_path`` says it has no problems: what an
+    attacker who can put files in the clone would commit beside a forged record."""
+    import hashlib
+
+    (cache,) = (root / "results" / ".cache").glob(f"audit-{fingerprint()}.jsonl")
+    sha = hashlib.sha256(record_path.read_bytes()).hexdigest()
+    lines = []
+    for line in cache.read_text().splitlines():
+        d = json.loads(line)
+        if d["sha256"] == sha:
+            d["problems"] = []
+        lines.append(json.dumps(d))
+    cache.write_text("\n".join(lines) + "\n")
+
+
+def test_a_cache_the_repository_carries_is_never_trusted(tree, tmp_path):
+    """A forged record with a forged audit cache committed beside it (`git add -f`), cloned as CI
+    clones: audit must find the forgery and name the committed cache; a cache is local state,
+    never evidence."""
+    import subprocess
+
+    root, recs = tree
+    rec = load_record(recs["gemm_h200"])
+    edit_record(recs["gemm_h200"], value=rec.value * 1.1, published_value=rec.value * 1.1)
+    assert {p.key for p in run(root)} >= {"value"}  # writes the cache, with the record's problems
+    _forge_cache(root, recs["gemm_h200"])
+    assert not {p.key for p in run(root)} & {"value", "published_value"}  # the local cache is trusted...
+    rk.git(root, "add", "-f", "results")
+    rk.commit_all(root, "forged record and cache")
+    clone = tmp_path / "clone"
+    subprocess.run(["git", "clone", "-q", str(root), str(clone)], check=True)
+    problems = run(clone)
+    assert {p.key for p in problems} >= {"value", "published_value"}
+    committed = [p for p in problems if p.key == "cache"]
+    assert committed and "git rm -r --cached" in committed[0].message
+    plan = publish(clone, clone / "LIST.md", clone / "results", dry_run=True)
+    assert plan.failed and plan.carried and any("ignored results/.cache/" in line for line in plan.lines())
+    assert any(path.endswith("gemm_h200.json") or "gemm" in path for path, _, _ in plan.refused)

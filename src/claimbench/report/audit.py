@@ -125,9 +125,12 @@ def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty:
                  max_per_entry: int = 3, workers: int = 2, cache: bool = True,
                  now: Optional[str] = None) -> tuple[list[Problem], list]:
     """(problems, [(summary, record problems)] for every record file checked)."""
-    from claimbench.store.provenance import changed_tracked_records
+    from claimbench.report.publish import carried_why, shown_path
+    from claimbench.store.provenance import carried_state, changed_tracked_records
 
     root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
+    carried = carried_state(results_dir)
+    cache = cache and not carried  # a cache the clone carries is someone else's word: ignored, and a problem
     paths, strays = scan_tree(results_dir)
     checked, known = audit_records(results_dir, workers=workers, cache=cache, paths=paths,
                                     side=partial(_check_claim_files, root, list_path))
@@ -135,6 +138,8 @@ def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty:
     with paused_gc():  # a million live objects from the records: every collection would walk them all
         problems = _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache, known,
                                now=now, strays=strays, tracked=tracked)
+    at = shown_path(results_dir, root)
+    problems += [Problem(f"{at}/{path}", 1, "cache", carried_why(at)) for path in carried]
     return problems, checked
 
 

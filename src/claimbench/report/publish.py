@@ -18,7 +18,7 @@ import os
 import re
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
 
@@ -97,6 +97,7 @@ class PublishPlan:
     strays: tuple[tuple[str, str], ...] = ()  # (path, why): files under records/ that are not records
     tampered: tuple[tuple[str, str], ...] = ()  # (claim id, why): committed evidence changed
     taken_off: tuple[tuple[str, str], ...] = ()  # (entry key, record link) that left the list
+    carried: tuple[str, ...] = ()  # caches or the index that git tracks under results/: ignored
 
     @property
     def changed(self) -> bool:
@@ -104,8 +105,9 @@ class PublishPlan:
 
     @property
     def failed(self) -> bool:
-        """Exit 1: a record was refused, committed evidence changed, or a number came off."""
-        return bool(self.refused or self.strays or self.tampered or self.taken_off or self.cleared)
+        """Exit 1: a record was refused, committed evidence changed, a number came off, or the
+        clone carries caches (ignored, but someone committed them)."""
+        return bool(self.refused or self.strays or self.tampered or self.taken_off or self.cleared or self.carried)
 
     def lines(self, dry_run: bool = False) -> list[str]:
         """The report: what is shown, what came off and why, what was refused."""
@@ -122,6 +124,7 @@ class PublishPlan:
         out += [f"  - {r.claim_id} on {plain(r.machine or r.hardware)}: {plain(r.why)} ({at}/{r.record})" for r in self.removed]
         out += [f"  ! refused {at}/{plain(path)}: {key}: {plain(msg)}" for path, key, msg in self.refused]
         out += [f"  ! not a record: {at}/{plain(path)}: {why}" for path, why in self.strays]
+        out += [f"  ! ignored {at}/{plain(path)}: {carried_why(at)}" for path in self.carried]
         out += [f"  ! committed evidence of {cid} changed: {plain(why)}; restore it" for cid, why in self.tampered]
         out += [f"  ! {p}" for p in self.problems]
         return out
@@ -130,17 +133,25 @@ class PublishPlan:
 def plan(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,
          max_per_entry: int = 3, text: Optional[str] = None, now: Optional[str] = None) -> PublishPlan:
     """What publish would write, from the index of records; nothing but caches is written."""
+    from claimbench.store.provenance import carried_state, changed_tracked_records
     from claimbench.store.recordcheck import Verifier
 
     results_dir = Path(results_dir)
-    index = read_index(results_dir)
+    carried = tuple(carried_state(results_dir))  # then no cache nor index line is believed, nor rewritten
+    index = read_index(results_dir, use_index=not carried, repair=not carried)
     if text is None:
         text = read_text(list_path, what="list")
-    from claimbench.store.provenance import changed_tracked_records
+    p = build_plan(root, list_path, results_dir, text, index.summaries, allow_dirty=allow_dirty,
+                   max_per_entry=max_per_entry, verify=Verifier(results_dir, cache=not carried), now=now,
+                   strays=index.strays, tracked=changed_tracked_records(root, results_dir), cache=not carried)
+    return replace(p, carried=carried)
 
-    return build_plan(root, list_path, results_dir, text, index.summaries, allow_dirty=allow_dirty,
-                      max_per_entry=max_per_entry, verify=Verifier(results_dir), now=now,
-                      strays=index.strays, tracked=changed_tracked_records(root, results_dir))
+
+def carried_why(at: str) -> str:
+    """Why a cache or index that git tracks is ignored, and how to fix it."""
+    return ("committed to git, but caches and the index are this machine's local state, never evidence "
+            f"(a committed one could vouch for a forged record); untrack it with `git rm -r --cached "
+            f"{at}/.cache {at}/index.jsonl`")
 
 
 def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,

@@ -299,15 +299,16 @@ class Index:
         return [s for s in self.summaries if not s.ok]
 
 
-def read_index(results: Path, *, repair: bool = True, workers: int = 2) -> Index:
+def read_index(results: Path, *, repair: bool = True, workers: int = 2, use_index: bool = True) -> Index:
     """Summaries of every record on disk, from the index where it still matches the files.
 
     A line matches when the file's size and mtime are the ones it recorded; when only the mtime
     differs (a fresh clone, a copy) the file's sha256 decides, which is far cheaper than
-    parsing it again. Anything else is read again from the record itself.
+    parsing it again. Anything else is read again from the record itself. ``use_index=False``
+    reads every record (an index that git tracks came from elsewhere and vouches for nothing).
     """
     results = Path(results)
-    known = _load_lines(results / INDEX_NAME)
+    known = _load_lines(results / INDEX_NAME) if use_index else {}
     keep: dict[str, Summary] = {}
     todo: list[str] = []
     moved: list[tuple[str, str, os.stat_result]] = []

@@ -91,3 +91,19 @@ def changed_tracked_records(root: Path, results_dir: Path) -> Optional[dict[str,
             how = next((words[c] for c in xy if c in words), "changed")
             out[full.relative_to(base).as_posix()] = how
     return out
+
+
+LOCAL_STATE = (".cache", "index.jsonl")  # under the results folder: caches and the index, never evidence
+
+
+def carried_state(results_dir: Path) -> list[str]:
+    """Caches and the index that git tracks under the results folder (paths relative to it).
+
+    They are local state: answers this machine computed from the records. One that a clone
+    carries was written by whoever committed it, so trusting it would let a forged cache line
+    vouch for a forged record. Publish and audit ignore such files and fail, naming them."""
+    results_dir = Path(results_dir)
+    if not results_dir.is_dir():
+        return []
+    out = _git(results_dir, "ls-files", "-z", "--", *LOCAL_STATE)
+    return sorted({p for p in (out or "").split("\0") if p})
