@@ -57,15 +57,15 @@ def test_clean_tree_passes_cold_and_warm(tree):
 def test_a_damaged_cache_line_costs_only_its_record(tree):
     """The cache is parsed in one go; a damaged line (a killed write) falls back to line by line,
     and only its record is checked again: the warm answer is the cold one."""
-    from claimbench.report.audit import _load_cache
+    from claimbench.store import auditcache
 
     root, _ = tree
     assert run(root) == []
     (cache,) = (root / "results" / ".cache").glob(f"audit-{fingerprint()}.jsonl")
     lines = cache.read_bytes().splitlines(keepends=True)
-    assert len(_load_cache(cache)) == len(lines) > 2
+    assert len(auditcache.load(cache).by_sha) == len(lines) > 2
     cache.write_bytes(b"".join(lines[:1] + [lines[1][:17] + b"\n"] + lines[2:]))
-    assert len(_load_cache(cache)) == len(lines) - 1
+    assert len(auditcache.load(cache).by_sha) == len(lines) - 1
     assert run(root) == []
 
 
@@ -269,8 +269,8 @@ def _forge_cache(root, record_path):
     lines = []
     for line in cache.read_text().splitlines():
         d = json.loads(line)
-        if d["sha256"] == sha:
-            d["problems"] = []
+        if d[0] == sha:
+            d[4] = []
         lines.append(json.dumps(d))
     cache.write_text("\n".join(lines) + "\n")
 

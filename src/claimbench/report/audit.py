@@ -7,14 +7,17 @@ recomputes what publish would write, and compares that with the list. Every fail
 located `Problem`: a record that does not stand (forged, misplaced, from the future, at odds
 with its claim, changed since it was committed), a file under results/records/ that is not a
 record, a committed record that was deleted, and every number the list shows wrongly. Records
-are checked in chunks on two worker processes; results are cached under `results/.cache/` keyed
-by the record's sha256 and a fingerprint of the checking code (a read-only results folder only
-skips the cache). CI starts without the cache.
+are checked in chunks on two worker processes; results are cached under `results/.cache/`
+(`store/auditcache`: by sha256, and by stat for a file that has not changed since it was read,
+under a fingerprint of the checking code; a read-only results folder only skips the cache). CI
+starts without the cache, and a cache that git tracks is never read.
 """
 
 from __future__ import annotations
 
+import os
 import re
+import stat
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -24,9 +27,8 @@ from claimbench.spec.bounded import UnreadableFile, read_text
 from claimbench.spec.listing import Entry, ListError, parse_list, read_region
 from claimbench.spec.problem import Problem
 from claimbench.stats.status import Status
-from claimbench.store.cachefile import save_cache
+from claimbench.store import auditcache
 from claimbench.store.index import Summary, paused_gc, scan_tree
-from claimbench.store.jsonio import loads_json
 from claimbench.store.recordcheck import (  # noqa: F401 (audit's public checks)
     _init,
     _init_worker,
@@ -34,7 +36,6 @@ from claimbench.store.recordcheck import (  # noqa: F401 (audit's public checks)
     check_record,
     check_records,
     fingerprint,
-    summary_from_cache,
 )
 
 CACHE_DIR = ".cache"
@@ -47,71 +48,66 @@ def audit_records(results: Path, *, workers: int = 2, cache: bool = True, side: 
                    paths: Optional[list] = None) -> tuple[list[tuple[Summary, list]], object]:
     """Read, hash and check every record file; (summary, [(key, message)]) for each, by path.
 
-    ``side``, a picklable callable, runs on one of the workers while the others read records, so
-    the serial work after this (checking the claims) is already done; its result comes second
-    (None when there were too few records to start workers)."""
+    A file the cache finds by its stat is not read (`store/auditcache`); the others go to the
+    workers. ``side``, a picklable callable, runs on one of the workers while the others read
+    records, so the serial work after this (checking the claims) is already done; its result
+    comes second (None when there were too few records to start workers)."""
     results = Path(results)
     cfile = results / CACHE_DIR / f"audit-{fingerprint()}.jsonl"
-    cached = _load_cache(cfile) if cache else {}
+    cached = auditcache.load(cfile if cache else None)
     paths = scan_tree(results)[0] if paths is None else paths
-    chunks = [paths[i:i + _CHUNK] for i in range(0, len(paths), _CHUNK)]
+    out: list = [None] * len(paths)
+    lines: dict[str, bytes] = {}  # sha256 -> cache line
+    todo: list[tuple[int, str, str]] = []
+    with paused_gc():
+        for i, (rel, full) in enumerate(paths):
+            e = cached.by_path.get(rel)
+            st = _lstat(full) if e is not None else None
+            if e is not None and st is not None and stat.S_ISREG(st.st_mode) and auditcache.stat_key(st) == e.stat:
+                out[i] = (auditcache.summary_of(e, rel, st.st_size, st.st_mtime_ns), e.problems)
+                lines[e.sha256] = e.line
+            else:
+                todo.append((i, rel, full))
+    items = [(rel, full) for _, rel, full in todo]
+    chunks = [items[i:i + _CHUNK] for i in range(0, len(items), _CHUNK)]
+    slots = iter([i for i, _, _ in todo])
     side_result = None
-    out: list[tuple[Summary, list]] = []
-    lines: dict[str, str] = {}  # sha256 -> cache line
-    if workers > 1 and len(paths) >= _PARALLEL_MIN:
-        with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(frozenset(cached),)) as pool, paused_gc():
+    if workers > 1 and len(items) >= _PARALLEL_MIN:
+        known = frozenset(cached.by_sha)
+        with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(known,)) as pool, paused_gc():
             pending = pool.submit(side) if side is not None else None
             for chunk in pool.map(_verify_chunk, chunks):  # collected while the workers go on
-                _collect(chunk, cached, out, lines)
+                _collect(chunk, cached.by_sha, out, slots, lines)
             side_result = pending.result() if pending is not None else None
     else:
-        _init(frozenset(cached))
+        _init(frozenset(cached.by_sha))
         try:
             for chunk in chunks:
-                _collect(_verify_chunk(chunk), cached, out, lines)
+                _collect(_verify_chunk(chunk), cached.by_sha, out, slots, lines)
         finally:
             _init(frozenset())
-    if cache and lines.keys() != cached.keys():
-        _save_cache(cfile, [line for line in lines.values() if line])
+    if cache and (todo or lines.keys() != cached.by_sha.keys()):
+        auditcache.save(cfile, list(lines.values()))
     return out, side_result
 
 
-def _collect(rows, cached, out: list, lines: dict) -> None:
-    """Summaries and problems into ``out``; every record's cache line into ``lines``."""
-    with paused_gc():
-        for rel, size, mtime, sha, s, probs, line in rows:
-            if s is None:
-                summ, probs, lines[sha] = cached[sha]
-                s = summary_from_cache(rel, size, mtime, sha, summ)
-            elif sha:
-                lines[sha] = line
-            out.append((s, probs))
-
-
-def _load_cache(path: Path) -> dict:
-    """sha256 -> (summary fields, problems, the line itself)."""
-    out: dict[str, tuple[dict, list, str]] = {}
+def _lstat(full: str) -> Optional[os.stat_result]:
     try:
-        lines = path.read_bytes().splitlines()
+        return os.lstat(full)
     except OSError:
-        return out
-    lines = [line for line in lines if line.strip()]
-    try:  # one parse of the whole file is 2x faster than one per line; a damaged line falls back
-        parsed = loads_json(b"[" + b",".join(lines) + b"]")
-    except ValueError:
-        parsed = None
-    for i, line in enumerate(lines):
-        try:
-            d = parsed[i] if parsed is not None else loads_json(line)
-            out[d["sha256"]] = (d["summary"], [tuple(p) for p in d["problems"]], line.decode("utf-8") + "\n")
-        except (ValueError, KeyError, TypeError):
-            continue
-    return out
+        return None
 
 
-def _save_cache(path: Path, lines) -> None:
-    """Caches of older code (another fingerprint) are dead weight: removed once this one is written."""
-    save_cache(path, lines, "audit-*.jsonl")
+def _collect(rows, by_sha: dict, out: list, slots, lines: dict) -> None:
+    """Summaries and problems into their slots of ``out``; every record's cache line into ``lines``."""
+    with paused_gc():
+        for rel, size, mtime, sha, s, probs, line, key in rows:
+            if s is None:  # known by its sha256: moved, copied, or touched since
+                e = by_sha[sha]
+                s, probs, lines[sha] = auditcache.summary_of(e, rel, size, mtime), e.problems, auditcache.relined(e, rel, key)
+            elif sha and line:
+                lines[sha] = line
+            out[next(slots)] = (s, probs)
 
 
 def audit(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,

@@ -23,18 +23,18 @@ def load_json_cache(path: Optional[Path]) -> dict:
         return {}
 
 
-def save_cache(path: Path, content: Union[dict, Iterable[str]], stale: str) -> None:
-    """Write a dict as one JSON line, or lines as they are; then drop the files matching `stale`
-    (a glob in the same folder) other than this one."""
+def save_cache(path: Path, content: Union[dict, Iterable[str], Iterable[bytes]], stale: str) -> None:
+    """Write a dict as one JSON line, or lines (text or UTF-8 bytes) as they are; then drop the
+    files matching `stale` (a glob in the same folder) other than this one."""
     tmp = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         fd, tmp = tempfile.mkstemp(prefix=".tmp-", dir=path.parent)
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
+        with os.fdopen(fd, "wb") as f:
             if isinstance(content, dict):
-                f.write(dumps_json_line(content))
+                f.write(dumps_json_line(content).encode("utf-8"))
             else:
-                f.writelines(content)
+                f.writelines(line.encode("utf-8") if isinstance(line, str) else line for line in content)
         os.replace(tmp, path)
         tmp = None
         for old in path.parent.glob(stale):

@@ -12,6 +12,7 @@ import hashlib
 import math
 import os
 import statistics
+import time
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
@@ -19,17 +20,17 @@ from typing import Any, Iterable, Optional
 
 from claimbench.spec.modelglob import glob_any
 from claimbench.stats.status import Status
+from claimbench.store import auditcache
 from claimbench.store.cachefile import load_json_cache, save_cache
 from claimbench.store.codeprint import code_fingerprint
 from claimbench.store.index import Summary, paused_gc, read_summary
-from claimbench.store.jsonio import canonical_json, dumps_json_line
+from claimbench.store.jsonio import canonical_json
 from claimbench.store.record import Record, RecordError, normalized_utc, read_record_bytes
 
 REL_TOL = 1e-9
 _KNOWN: frozenset = frozenset()
 _SKIP = 4  # path, size, mtime_ns, sha256: the cache knows them from the file itself
 assert Summary._fields[:_SKIP] == ("path", "size", "mtime_ns", "sha256")
-_KEEP = Summary._fields[_SKIP:]
 
 
 def _close(a: Optional[float], b: Optional[float]) -> bool:
@@ -132,7 +133,7 @@ def fingerprint() -> str:
         "claimbench.store.recordcheck", "claimbench.stats.verdict", "claimbench.stats.resample", "claimbench.store.record",
         "claimbench.store.recordwrite", "claimbench.store.index", "claimbench.stats.status", "claimbench.spec.display",
         "claimbench.store.provenance", "claimbench.store.claimcopy", "claimbench.store.jsonio", "claimbench.stats.precision",
-        "claimbench.store.codeprint", "claimbench.versions"))
+        "claimbench.store.codeprint", "claimbench.versions", "claimbench.store.auditcache"))
 
 
 def _init(known: frozenset) -> None:
@@ -159,8 +160,9 @@ def _keep_freed_memory() -> None:
 
 
 def _verify_chunk(items: list[tuple[str, str]]) -> list[tuple]:
-    """(rel, size, mtime, sha256, summary, problems, cache line) for each record file; the last
-    three are None for a record the cache already knows."""
+    """(rel, size, mtime, sha256, summary, problems, cache line, stat key) for each record file;
+    summary, problems and line are None for a record the cache already knows by its sha256, and
+    the stat key is None for a file changed too recently to be found by its stat (`auditcache`)."""
     with paused_gc():  # parsing allocates millions of acyclic objects; collecting them finds nothing
         return _verify_chunk_now(items)
 
@@ -168,41 +170,29 @@ def _verify_chunk(items: list[tuple[str, str]]) -> list[tuple]:
 def _verify_chunk_now(items: list[tuple[str, str]]) -> list[tuple]:
     rows: list[list[Any]] = []  # lists while the problems and cache line are filled in
     fresh = []
+    read_ns = time.time_ns()  # before any read: a file must have been still since well before it
     for rel, full in items:
         try:
             raw, st = read_record_bytes(full, rel)
         except RecordError as e:  # too big, not a regular file, gone: unreadable, and named
             s = Summary(rel, 0, 0, "", rel.split("/")[-2], error=str(e))
-            rows.append([rel, 0, 0, "", s, [("record", s.error)], None])
+            rows.append([rel, 0, 0, "", s, [("record", s.error)], None, None])
             continue
         sha = hashlib.sha256(raw).hexdigest()
+        key = auditcache.still_key(st, read_ns)
         if sha in _KNOWN:
-            rows.append([rel, st.st_size, st.st_mtime_ns, sha, None, None, None])
+            rows.append([rel, st.st_size, st.st_mtime_ns, sha, None, None, None, key])
             continue
         s, rec = read_summary(full, rel, raw, sha, st)
-        rows.append([s.path, s.size, s.mtime_ns, s.sha256, s, [("record", s.error)] if rec is None else None, None])
+        rows.append([s.path, s.size, s.mtime_ns, s.sha256, s, [("record", s.error)] if rec is None else None, None, key])
         if rec is not None:
             fresh.append((rows[-1], rec))
     for (row, _), probs in zip(fresh, check_records([rec for _, rec in fresh])):
         row[5] = probs
     for row in rows:  # the cache line is written here, in parallel, not by the parent
         if row[4] is not None and row[3]:
-            row[6] = _cache_line(row[3], row[4], row[5])
+            row[6] = auditcache.line_for(row[3], row[0], row[7], row[4], row[5] or [])
     return [tuple(r) for r in rows]
-
-
-def _cache_line(sha: str, s: Summary, probs: list) -> str:
-    return dumps_json_line({"sha256": sha, "summary": dict(zip(_KEEP, s[_SKIP:])), "problems": probs})
-
-
-def summary_from_cache(rel: str, size: int, mtime: int, sha: str, fields: dict) -> Summary:
-    if len(fields) == len(_KEEP) and tuple(fields) == _KEEP:  # as `_cache_line` wrote it: by position, 3x faster
-        s = Summary._make((rel, size, mtime, sha, *fields.values()))
-    else:
-        s = Summary(path=rel, size=size, mtime_ns=mtime, sha256=sha, **fields)
-    return s._replace(dirty_files=tuple(s.dirty_files)) if s.dirty_files else s
-
-
 
 
 _CHUNK = 256  # records per task: enough to batch their bootstraps, few enough to balance two workers
@@ -255,7 +245,7 @@ class Verifier:
                 todo.append((s.path, full))
         fresh = 0
         for rows in check_record_files(todo, self.workers):
-            for rel, _size, _mtime, sha, summary, probs, _line in rows:
+            for rel, _size, _mtime, sha, summary, probs, _line, _key in rows:
                 s = by_path[rel]
                 said = summary_digest(summary)
                 out[rel] = (s if sha == s.sha256 and said == summary_digest(s) else summary,

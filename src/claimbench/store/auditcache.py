@@ -1,0 +1,117 @@
+"""The audit's cache: what checking each record file found, so that a warm audit reads no record
+whose file has not changed.
+
+One JSON array per line: ``[sha256, path, stat, summary fields, problems]``. A line is found by
+the record's sha256 (a copied or moved record is not checked again) or, without reading the file
+at all, by its path and ``stat``: the (size, mtime_ns, ctime_ns, inode) of the very descriptor
+that was read and hashed. That stat is kept only when the file had been still for ``STILL_NS``
+before it was read, git's rule for its own index: any later write to the file moves its ctime,
+which no user can set back (only the system clock can), and a write in the same clock tick as the
+read cannot go unseen because no write came within two seconds of it. So a file whose stat still
+matches holds the bytes that were checked; anything else is read and hashed again. A line's
+summary fields are stored by position: the fingerprint in the file's name covers this module, so
+a change of order names another file.
+
+The cache is local state, trusted as this user's own files are; one that git tracks is never
+read (`provenance.carried_state`), and ``audit --no-cache`` reads and hashes every record.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Iterable, NamedTuple, Optional
+
+from claimbench.store.cachefile import save_cache
+from claimbench.store.index import Summary, paused_gc
+from claimbench.store.jsonio import dumps_json_line, loads_json
+
+STILL_NS = 2_000_000_000  # a file must have been still this long when read for its stat to name its bytes
+_SKIP = 4  # path, size, mtime_ns, sha256: known from the file itself
+assert Summary._fields[:_SKIP] == ("path", "size", "mtime_ns", "sha256")
+_KEEP = len(Summary._fields) - _SKIP
+
+
+class Entry(NamedTuple):
+    """One cached record check."""
+
+    sha256: str
+    path: str
+    stat: Optional[tuple[int, int, int, int]]  # None: the file was fresh when read; find it by sha256 only
+    fields: list  # Summary fields after the first four, by position
+    problems: list  # [(key, message)]
+    line: bytes  # the line itself, newline included, written back unchanged
+
+
+def stat_key(st: os.stat_result) -> tuple[int, int, int, int]:
+    return (st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_ino)
+
+
+def still_key(st: os.stat_result, read_ns: int) -> Optional[tuple[int, int, int, int]]:
+    """The stat to find this file by next time, or None when it changed too recently to be sure."""
+    return stat_key(st) if st.st_ctime_ns < read_ns - STILL_NS else None
+
+
+def line_for(sha: str, rel: str, key: Optional[tuple], s: Summary, problems: list) -> bytes:
+    return _line([sha, rel, list(key) if key else None, list(s[_SKIP:]), [list(p) for p in problems]])
+
+
+def relined(e: Entry, rel: str, key: Optional[tuple]) -> bytes:
+    """The entry's line for the file where it was found now, under the stat it has now."""
+    if rel == e.path and key == e.stat:
+        return e.line
+    return _line([e.sha256, rel, list(key) if key else None, e.fields, [list(p) for p in e.problems]])
+
+
+def _line(row: list) -> bytes:
+    return dumps_json_line(row).encode("utf-8")
+
+
+def summary_of(e: Entry, rel: str, size: int, mtime_ns: int) -> Summary:
+    s = Summary._make((rel, size, mtime_ns, e.sha256, *e.fields))
+    return s._replace(dirty_files=tuple(s.dirty_files)) if s.dirty_files else s
+
+
+class Cache(NamedTuple):
+    by_sha: dict[str, Entry]
+    by_path: dict[str, Entry]  # only entries with a stat
+
+
+def load(path: Optional[Path]) -> Cache:
+    """The cache file's entries; a damaged line (a killed write) costs only its record."""
+    cache = Cache({}, {})
+    if path is None:
+        return cache
+    try:
+        lines = [line for line in path.read_bytes().splitlines() if line.strip()]
+    except OSError:
+        return cache
+    with paused_gc():  # some three million acyclic objects: a collection would walk them all, often
+        try:  # one parse of the whole file is 2x faster than one per line
+            parsed = loads_json(b"[" + b",".join(lines) + b"]")
+        except ValueError:
+            parsed = None
+        for i, raw in enumerate(lines):
+            try:
+                row = parsed[i] if parsed is not None else loads_json(raw)
+                e = _entry(row, raw)
+            except (ValueError, TypeError):
+                continue
+            cache.by_sha[e.sha256] = e
+            if e.stat is not None:
+                cache.by_path[e.path] = e
+    return cache
+
+
+def _entry(row, raw: bytes) -> Entry:
+    sha, rel, key, fields, problems = row
+    if not (isinstance(sha, str) and isinstance(rel, str) and isinstance(fields, list) and len(fields) == _KEEP
+            and isinstance(problems, list)):
+        raise ValueError("not a cache line")
+    stat = tuple(key) if isinstance(key, list) and len(key) == 4 and all(type(v) is int for v in key) else None
+    return Entry(sha, rel, stat, fields, [tuple(p) for p in problems], raw + b"\n")
+
+
+def save(path: Path, lines: Iterable[bytes]) -> None:
+    """Caches of older code (another fingerprint) are dead weight: removed once this one is written."""
+    save_cache(path, lines, "audit-*.jsonl")
