@@ -15,9 +15,7 @@ starts without the cache, and a cache that git tracks is never read.
 
 from __future__ import annotations
 
-import os
 import re
-import stat
 from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
@@ -61,13 +59,13 @@ def audit_records(results: Path, *, workers: int = 2, cache: bool = True, side: 
     todo: list[tuple[int, str, str]] = []
     with paused_gc():
         for i, (rel, full) in enumerate(paths):
-            e = cached.by_path.get(rel)
-            st = _lstat(full) if e is not None else None
-            if e is not None and st is not None and stat.S_ISREG(st.st_mode) and auditcache.stat_key(st) == e.stat:
-                out[i] = (auditcache.summary_of(e, rel, st.st_size, st.st_mtime_ns), e.problems)
-                lines[e.sha256] = e.line
-            else:
+            hit = cached.unchanged(rel, full)
+            if hit is None:
                 todo.append((i, rel, full))
+                continue
+            e, st = hit
+            out[i] = (auditcache.summary_of(e, rel, st.st_size, st.st_mtime_ns), e.problems)
+            lines[e.sha256] = e.line
     items = [(rel, full) for _, rel, full in todo]
     chunks = [items[i:i + _CHUNK] for i in range(0, len(items), _CHUNK)]
     slots = iter([i for i, _, _ in todo])
@@ -89,13 +87,6 @@ def audit_records(results: Path, *, workers: int = 2, cache: bool = True, side: 
     if cache and (todo or lines.keys() != cached.by_sha.keys()):
         auditcache.save(cfile, list(lines.values()))
     return out, side_result
-
-
-def _lstat(full: str) -> Optional[os.stat_result]:
-    try:
-        return os.lstat(full)
-    except OSError:
-        return None
 
 
 def _collect(rows, by_sha: dict, out: list, slots, lines: dict) -> None:
@@ -135,7 +126,7 @@ def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty:
         problems = _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache, known,
                                now=now, strays=strays, tracked=tracked)
     at = shown_path(results_dir, root)
-    problems += [Problem(f"{at}/{path}", 1, "cache", carried_why(at)) for path in carried]
+    problems += [Problem(f"{at}/{path}", 1, "cache", carried_why(f"{at}/{path}")) for path in carried]
     return problems, checked
 
 

@@ -124,7 +124,7 @@ class PublishPlan:
         out += [f"  - {r.claim_id} on {plain(r.machine or r.hardware)}: {plain(r.why)} ({at}/{r.record})" for r in self.removed]
         out += [f"  ! refused {at}/{plain(path)}: {key}: {plain(msg)}" for path, key, msg in self.refused]
         out += [f"  ! not a record: {at}/{plain(path)}: {why}" for path, why in self.strays]
-        out += [f"  ! ignored {at}/{plain(path)}: {carried_why(at)}" for path in self.carried]
+        out += [f"  ! ignored {at}/{plain(path)}: {carried_why(f'{at}/{plain(path)}')}" for path in self.carried]
         out += [f"  ! committed evidence of {cid} changed: {plain(why)}; restore it" for cid, why in self.tampered]
         out += [f"  ! {p}" for p in self.problems]
         return out
@@ -147,11 +147,10 @@ def plan(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = 
     return replace(p, carried=carried)
 
 
-def carried_why(at: str) -> str:
-    """Why a cache or index that git tracks is ignored, and how to fix it."""
+def carried_why(shown: str) -> str:
+    """Why a cache or index file that git tracks is ignored, and how to untrack it."""
     return ("committed to git, but caches and the index are this machine's local state, never evidence "
-            f"(a committed one could vouch for a forged record); untrack it with `git rm -r --cached "
-            f"{at}/.cache {at}/index.jsonl`")
+            f"(a committed one could vouch for a forged record); untrack it with `git rm -r --cached {shown}`")
 
 
 def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,

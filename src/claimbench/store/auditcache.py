@@ -19,6 +19,7 @@ read (`provenance.carried_state`), and ``audit --no-cache`` reads and hashes eve
 from __future__ import annotations
 
 import os
+import stat as _stat
 from pathlib import Path
 from typing import Iterable, NamedTuple, Optional
 
@@ -27,9 +28,9 @@ from claimbench.store.index import Summary, paused_gc
 from claimbench.store.jsonio import dumps_json_line, loads_json
 
 STILL_NS = 2_000_000_000  # a file must have been still this long when read for its stat to name its bytes
-_SKIP = 4  # path, size, mtime_ns, sha256: known from the file itself
-assert Summary._fields[:_SKIP] == ("path", "size", "mtime_ns", "sha256")
-_KEEP = len(Summary._fields) - _SKIP
+FROM_FILE = 4  # path, size, mtime_ns, sha256: known from the file itself, so not what a record says
+assert Summary._fields[:FROM_FILE] == ("path", "size", "mtime_ns", "sha256")
+_KEEP = len(Summary._fields) - FROM_FILE
 
 
 class Entry(NamedTuple):
@@ -53,7 +54,7 @@ def still_key(st: os.stat_result, read_ns: int) -> Optional[tuple[int, int, int,
 
 
 def line_for(sha: str, rel: str, key: Optional[tuple], s: Summary, problems: list) -> bytes:
-    return _line([sha, rel, list(key) if key else None, list(s[_SKIP:]), [list(p) for p in problems]])
+    return _line([sha, rel, list(key) if key else None, list(s[FROM_FILE:]), [list(p) for p in problems]])
 
 
 def relined(e: Entry, rel: str, key: Optional[tuple]) -> bytes:
@@ -75,6 +76,17 @@ def summary_of(e: Entry, rel: str, size: int, mtime_ns: int) -> Summary:
 class Cache(NamedTuple):
     by_sha: dict[str, Entry]
     by_path: dict[str, Entry]  # only entries with a stat
+
+    def unchanged(self, rel: str, full: str) -> Optional[tuple[Entry, os.stat_result]]:
+        """The entry for the file at ``rel`` when its stat still names the bytes that were checked."""
+        e = self.by_path.get(rel)
+        if e is None:
+            return None
+        try:
+            st = os.lstat(full)
+        except OSError:
+            return None
+        return (e, st) if _stat.S_ISREG(st.st_mode) and stat_key(st) == e.stat else None
 
 
 def load(path: Optional[Path]) -> Cache:

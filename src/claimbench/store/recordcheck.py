@@ -29,8 +29,6 @@ from claimbench.store.record import Record, RecordError, normalized_utc, read_re
 
 REL_TOL = 1e-9
 _KNOWN: frozenset = frozenset()
-_SKIP = 4  # path, size, mtime_ns, sha256: the cache knows them from the file itself
-assert Summary._fields[:_SKIP] == ("path", "size", "mtime_ns", "sha256")
 
 
 def _close(a: Optional[float], b: Optional[float]) -> bool:
@@ -260,8 +258,8 @@ class Verifier:
 
 def summary_digest(s: Summary) -> str:
     """What a record file says, as its summary holds it (not where it is or when it was touched)."""
-    raw = canonical_json(list(s[_SKIP:]))  # a tuple when summarized and a list when read back: one JSON array
+    raw = canonical_json(list(s[auditcache.FROM_FILE:]))  # a tuple when summarized and a list when read back: one JSON array
     if raw is None:
-        raw = canonical_json(list(s[_SKIP:]), "j")
+        raw = canonical_json(list(s[auditcache.FROM_FILE:]), "j")
         assert raw is not None  # the standard library's method is always there
     return hashlib.sha256(raw).hexdigest()[:16]
