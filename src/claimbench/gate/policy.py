@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import difflib
 import gc
-import multiprocessing as mp
 import os
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -315,18 +314,21 @@ def gate_all(paths: Iterable[Path], root: Path, listing=None, *,
         fresh: Iterator[CheckResult] = iter(gate_all(rest, root, listing)) if rest else iter(())
         return unique_ids([r if r is not None else next(fresh) for r in cached])
     workers = min(os.cpu_count() or 1, 8)
-    if len(paths) >= PARALLEL_FROM and workers > 1 and "fork" in mp.get_all_start_methods():
-        chunks = [paths[i::workers] for i in range(workers)]
-        gc.freeze()  # audit forks this from a process holding 100,000 summaries: keep their pages shared
-        try:
-            with mp.get_context("fork").Pool(workers) as pool:
-                parts = pool.starmap(_check_many, [(c, root, listing) for c in chunks])
-        finally:
-            gc.unfreeze()
-        by_path = {r_path: r for part in parts for r_path, r in part}
-        results = [by_path[str(p)] for p in paths]
-    else:
-        results = [gate_file(p, root, listing) for p in paths]
+    if len(paths) < PARALLEL_FROM or workers < 2:
+        return unique_ids([gate_file(p, root, listing) for p in paths])
+    import multiprocessing as mp  # here: a plain `check` of a few claims need not pay for its import
+
+    if "fork" not in mp.get_all_start_methods():
+        return unique_ids([gate_file(p, root, listing) for p in paths])
+    chunks = [paths[i::workers] for i in range(workers)]
+    gc.freeze()  # audit forks this from a process holding 100,000 summaries: keep their pages shared
+    try:
+        with mp.get_context("fork").Pool(workers) as pool:
+            parts = pool.starmap(_check_many, [(c, root, listing) for c in chunks])
+    finally:
+        gc.unfreeze()
+    by_path = {r_path: r for part in parts for r_path, r in part}
+    results = [by_path[str(p)] for p in paths]
     return unique_ids(results)
 
 

@@ -15,7 +15,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Union
 
-from claimbench.gate.srcgraph import closure, module_file, parse, split_ref
+from claimbench.gate.srcgraph import children, closure, module_file, nodes, parse, split_ref, walk
 from claimbench.spec import ops
 from claimbench.spec.claim import Claim
 from claimbench.spec.problem import Problem
@@ -51,13 +51,13 @@ DYNAMIC_LOOKUP = {"getattr", "hasattr"}
 DYNAMIC_ATTRS = {"__getattribute__", "__getattr__", "attrgetter", "methodcaller"}
 
 
-def aliases(tree: ast.Module) -> dict[str, str]:
-    """Local name -> dotted module or object it stands for: imports, and plain assignments of
-    those (`_T = torch`, `F = torch.nn.functional`, chains of them), so `_T.softmax = ...` is
-    seen as an assignment to `torch.softmax`."""
+def aliases(every: tuple[ast.AST, ...]) -> dict[str, str]:
+    """Local name -> dotted module or object it stands for, from every node of a module: imports,
+    and plain assignments of those (`_T = torch`, `F = torch.nn.functional`, chains of them), so
+    `_T.softmax = ...` is seen as an assignment to `torch.softmax`."""
     out: dict[str, str] = {}
     assigns: list[tuple[str, ast.AST]] = []
-    for node in ast.walk(tree):
+    for node in every:
         if isinstance(node, ast.Import):
             for a in node.names:
                 out[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
@@ -138,7 +138,7 @@ def _fn_info(path: Path, mtime_ns: int, name: str):
     refs: list[tuple[str, int, str, Union[bool, str, None]]] = []
     local, imported = [], []
     refs.extend(("dyn", line, msg, None) for line, msg in _dynamic_lookups(list(node.body), into_defs=True))
-    for sub in ast.walk(node):
+    for sub in walk(node):
         if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
             refs.append(("str", sub.lineno, sub.value, False))
         elif isinstance(sub, ast.Attribute):
@@ -178,7 +178,9 @@ def _module_facts(path: Path, mtime_ns: int) -> tuple:
     tree = parse(path)
     al = file_aliases(path)
     out: list[tuple] = []
-    for node in ast.walk(tree):
+    for node in nodes(path):
+        if not isinstance(node, _READ):
+            continue
         mods = []
         if isinstance(node, ast.Import):
             mods = [a.name.split(".")[0] for a in node.names]
@@ -244,6 +246,11 @@ def _module_facts(path: Path, mtime_ns: int) -> tuple:
     return tuple(out)
 
 
+# the node types _module_facts has a rule for; the rest (constants, operators, literals) it skips
+_READ = (ast.Import, ast.ImportFrom, ast.Call, ast.Attribute, ast.Name, ast.Assign, ast.Delete, ast.AugAssign,
+         ast.AnnAssign, ast.Global)
+
+
 def _observer(name: str) -> bool:
     return any(w in name for w in OBSERVER_WORDS)
 
@@ -269,7 +276,7 @@ def _dynamic_lookups(body: list, into_defs: bool = False) -> list[tuple[int, str
             todo.extend(node.args.defaults)
             continue
         nodes.append(node)
-        todo.extend(ast.iter_child_nodes(node))
+        todo.extend(children(node))
     for node in nodes:
         if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id in DYNAMIC_LOOKUP:
             if _literal_name(node) is not None:
@@ -288,7 +295,7 @@ def file_aliases(path: Path) -> dict[str, str]:
 
 @lru_cache(maxsize=1024)
 def _file_aliases(path: Path, mtime_ns: int) -> dict[str, str]:
-    return aliases(parse(path))
+    return aliases(nodes(path))
 
 
 def check_kernel_source(root: Path, claim: Claim, claim_path: str = "") -> list[Problem]:

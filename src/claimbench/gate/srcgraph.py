@@ -50,6 +50,41 @@ def parse(path: Path) -> ast.Module:
     return parse_file(path, path.stat().st_mtime_ns)
 
 
+def nodes(path: Path) -> tuple[ast.AST, ...]:
+    """Every node of a module, in ``ast.walk``'s order, cached per file version: the rules read one
+    file in several passes, and walking the tree again for each was most of `check`'s time."""
+    return _nodes(path, path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=512)
+def _nodes(path: Path, mtime_ns: int) -> tuple[ast.AST, ...]:
+    return tuple(walk(parse_file(path, mtime_ns)))
+
+
+def walk(tree: ast.AST) -> list[ast.AST]:
+    """``ast.walk`` (breadth first, the same order) into a list, less the ``Load``/``Store``/``Del``
+    markers no rule reads (a third of all nodes), reading fields directly: about twice as fast."""
+    out = [tree]
+    i = 0
+    while i < len(out):
+        out.extend(children(out[i]))
+        i += 1
+    return out
+
+
+def children(node: ast.AST) -> list[ast.AST]:
+    """A node's child nodes in field order, without the expression-context markers."""
+    out: list[ast.AST] = []
+    for field in node._fields:
+        v = getattr(node, field, None)
+        if isinstance(v, ast.AST):
+            if not isinstance(v, ast.expr_context):
+                out.append(v)
+        elif isinstance(v, list):
+            out.extend(x for x in v if isinstance(x, ast.AST))
+    return out
+
+
 def module_file(root: Path, dotted: str) -> Path | None:
     """The project file a dotted import names, if it is one of ours."""
     base = root.joinpath(*dotted.split("."))
@@ -71,8 +106,12 @@ def imported_project_files(root: Path, path: Path) -> set[Path]:
         if cand.is_file() and cand.is_relative_to(root):
             out.add(cand)
     me = path.resolve()
+    tops: dict[str, bool] = {}  # most names are torch.*: one look at the project root rules out each package
     for name in names:
-        f = module_file(root, name)
+        top = name.split(".")[0]
+        if top not in tops:
+            tops[top] = (root / top).is_dir() or (root / f"{top}.py").is_file()
+        f = module_file(root, name) if tops[top] else None
         if f is not None and f.resolve() != me:
             out.add(f.resolve())
     return out
@@ -82,11 +121,10 @@ def imported_project_files(root: Path, path: Path) -> set[Path]:
 def _import_facts(root: Path, path: Path, mtime_ns: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     """Dotted names a module imports and the data-file names in its strings, per file version;
     whether they exist is asked afresh each time."""
-    tree = parse(path)
     pkg = path.parent.relative_to(root).parts if path.is_relative_to(root) else ()
     names: list[str] = []
     strings: list[str] = []
-    for node in ast.walk(tree):
+    for node in nodes(path):
         if isinstance(node, ast.Import):
             names.extend(a.name for a in node.names)
         elif isinstance(node, ast.ImportFrom):
@@ -146,11 +184,10 @@ KERNEL_KEYS = ("kernel.impl", "kernel.prepare")
 @lru_cache(maxsize=2048)
 def _import_lines(root: Path, path: Path, mtime_ns: int) -> tuple[tuple[Path, int], ...]:
     """(project module, line) for each import statement of one module version that names one."""
-    tree = parse(path)
     pkg = path.parent.relative_to(root).parts if path.is_relative_to(root) else ()
     me = path.resolve()
     out: list[tuple[Path, int]] = []
-    for node in ast.walk(tree):
+    for node in nodes(path):
         if not isinstance(node, (ast.Import, ast.ImportFrom)):
             continue
         if isinstance(node, ast.Import):
