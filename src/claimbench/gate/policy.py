@@ -314,12 +314,16 @@ def gate_all(paths: Iterable[Path], root: Path, listing=None, *,
         fresh: Iterator[CheckResult] = iter(gate_all(rest, root, listing)) if rest else iter(())
         return unique_ids([r if r is not None else next(fresh) for r in cached])
     workers = min(os.cpu_count() or 1, 8)
-    if len(paths) < PARALLEL_FROM or workers < 2:
-        return unique_ids([gate_file(p, root, listing) for p in paths])
+    forked = _gate_forked(paths, root, listing, workers) if len(paths) >= PARALLEL_FROM and workers > 1 else None
+    return unique_ids(forked if forked is not None else [gate_file(p, root, listing) for p in paths])
+
+
+def _gate_forked(paths: list[Path], root: Path, listing, workers: int) -> Optional[list[CheckResult]]:
+    """`gate_file` of each path on forked workers, in order; None where the system cannot fork."""
     import multiprocessing as mp  # here: a plain `check` of a few claims need not pay for its import
 
     if "fork" not in mp.get_all_start_methods():
-        return unique_ids([gate_file(p, root, listing) for p in paths])
+        return None
     chunks = [paths[i::workers] for i in range(workers)]
     gc.freeze()  # audit forks this from a process holding 100,000 summaries: keep their pages shared
     try:
@@ -328,9 +332,7 @@ def gate_all(paths: Iterable[Path], root: Path, listing=None, *,
     finally:
         gc.unfreeze()
     by_path = {r_path: r for part in parts for r_path, r in part}
-    results = [by_path[str(p)] for p in paths]
-    return unique_ids(results)
-
+    return [by_path[str(p)] for p in paths]
 
 def gate_files(paths: Iterable[Path], root: Path, listing=None) -> dict[str, CheckResult]:
     """`gate_file` of each path, by path string, in this process (for `gate_all(known=...)`)."""

@@ -166,6 +166,11 @@ def _forbidden_hit(name: str, forbidden: list[str], resolved: bool) -> str | Non
     return None
 
 
+# the node types _module_facts has a rule for; the rest (constants, operators, literals) it skips
+_READ = (ast.Import, ast.ImportFrom, ast.Call, ast.Attribute, ast.Name, ast.Assign, ast.Delete, ast.AugAssign,
+         ast.AnnAssign, ast.Global)
+
+
 def module_facts(path: Path) -> tuple:
     """The claim-independent findings of one module's walk, cached per file version (10,000
     claims sharing a kernel file walk it once): ("fixed", line, message, None) problems, and
@@ -244,11 +249,6 @@ def _module_facts(path: Path, mtime_ns: int) -> tuple:
             out.append(("global", node.lineno, tuple(node.names), None))
     out.extend(("fixed", line, msg, None) for line, msg in _dynamic_lookups(tree.body))
     return tuple(out)
-
-
-# the node types _module_facts has a rule for; the rest (constants, operators, literals) it skips
-_READ = (ast.Import, ast.ImportFrom, ast.Call, ast.Attribute, ast.Name, ast.Assign, ast.Delete, ast.AugAssign,
-         ast.AnnAssign, ast.Global)
 
 
 def _observer(name: str) -> bool:
