@@ -71,8 +71,8 @@ def cheat_root(tmp_path_factory) -> Path:
 @pytest.fixture(scope="module")
 def cheat_servers(cheat_root):
     """One run's fork servers for the module: torch is imported once, not once per case."""
+    from claimbench.options import RunOptions
     from claimbench.run.servers import Servers
-    from claimbench.runner import RunOptions
 
     with Servers(cheat_root, RunOptions(results=cheat_root / "results")) as s:
         yield s

@@ -52,7 +52,8 @@ from conftest import honest_timing
 import claimbench
 from claimbench.gate.policy import gate_file
 from claimbench.machine.detect import detect
-from claimbench.runner import RunOptions, run_one
+from claimbench.options import RunOptions, TimingLimits
+from claimbench.runner import run_one
 from claimbench.stats.status import Status
 
 
@@ -146,7 +147,7 @@ def _new_project(root: Path, hw) -> Path:
 
 
 def _opts(project: Path, sandbox: str = "auto") -> RunOptions:
-    return RunOptions(results=project / "results" / "runs", timeout_s=120.0, threads=1, timing=dict(TIMING),
+    return RunOptions(results=project / "results" / "runs", timeout_s=120.0, threads=1, timing=TimingLimits(**TIMING),
                       sandbox=sandbox)
 
 

@@ -12,7 +12,8 @@ import pytest
 from cheat_project import UNREAD, write_claim
 
 from claimbench.machine.detect import detect
-from claimbench.runner import RunOptions, run_one
+from claimbench.options import RunOptions, TimingLimits
+from claimbench.runner import run_one
 from claimbench.stats.status import Status as S
 
 COUNTS_PAD = "4 * rows * cols + 4 * pad + 4 * rows * cols"
@@ -23,7 +24,7 @@ HONEST = "4 * rows * cols + 4 * rows * cols"
 def test_bytes_counting_an_unread_input_are_rejected(cheat_root, cheat_servers, device):
     path = write_claim(cheat_root, f"unread-input-{device}", "unread_input", template=UNREAD, bytes=COUNTS_PAD,
                        value="50", device=device)
-    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing={"max_time_s": 1.0})
+    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(max_time_s=1.0))
     out = run_one(path, cheat_root, detect(cheat_root), opts, servers=cheat_servers)
     assert out.status == S.REJECTED, out.reason
     assert "workload.bytes counts" in out.reason and "input 1 (float32 [5000]) never changed" in out.reason, out.reason

@@ -19,7 +19,8 @@ import pytest
 from cheat_project import MASK, MATMUL, SOFTMAX, write_claim
 
 from claimbench.machine.detect import detect
-from claimbench.runner import RunOptions, run_one
+from claimbench.options import RunOptions, TimingLimits
+from claimbench.runner import run_one
 from claimbench.stats.status import Status as S
 
 TIMING = {"max_time_s": 1.0, "warmup_s": 0.05}
@@ -52,7 +53,7 @@ def test_stale_or_distinguishable_timed_calls_never_verify(cheat_root, cheat_ser
         monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])
     path = write_claim(cheat_root, f"{name.replace('_', '-')}-{rules}", name, template=template,
                        **{"value": "1.5", **extra})
-    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=dict(TIMING))
+    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
     out = run_one(path, cheat_root, detect(cheat_root), opts, servers=cheat_servers)
     assert out.status != S.VERIFIED, f"{name}: {out.reason}"
     assert out.status in allowed, (out.status, out.reason)

@@ -17,7 +17,8 @@ import pytest
 from cheat_project import SOFTMAX, TRANSPOSE, write_claim
 
 from claimbench.machine.detect import detect
-from claimbench.runner import RunOptions, run_one
+from claimbench.options import RunOptions, TimingLimits
+from claimbench.runner import run_one
 from claimbench.stats.status import Status as S
 
 TIMING = {"max_time_s": 1.0, "warmup_s": 0.05}
@@ -36,7 +37,7 @@ def test_what_the_kernels_process_reports_is_not_evidence(cheat_root, cheat_serv
         from claimbench.gate import policy
         monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])
     path = write_claim(cheat_root, f"{name.replace('_', '-')}-{rules}", name, template=template, **extra)
-    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=dict(TIMING))
+    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
     out = run_one(path, cheat_root, detect(cheat_root), opts, servers=cheat_servers)
     assert out.status != S.VERIFIED, f"{name}: {out.reason}"
     if rules == "rules-on":

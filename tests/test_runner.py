@@ -8,7 +8,8 @@ import pytest
 from conftest import honest_timing
 
 from claimbench.machine.detect import detect
-from claimbench.runner import RunOptions, run_one
+from claimbench.options import RunOptions, TimingLimits
+from claimbench.runner import run_one
 from claimbench.stats.status import Status
 from claimbench.stats.verdict import decide
 from claimbench.store.record import load_record
@@ -32,7 +33,7 @@ def hw(project):
 
 def opts(project, **kw):
     # one thread: OpenMP threads on a loaded 2-core machine turn a 10 us sum into 10 ms
-    return RunOptions(results=project / "results", timing={"max_time_s": 1.0, "warmup_s": 0.1}, threads=1, **kw)
+    return RunOptions(results=project / "results", timing=TimingLimits(max_time_s=1.0, warmup_s=0.1), threads=1, **kw)
 
 
 def test_cpu_claim_runs_to_a_verified_record_that_audit_can_recompute(project, hw):

@@ -10,7 +10,8 @@ import pytest
 from cheat_project import make_project, write_claim
 
 from claimbench.machine.detect import detect
-from claimbench.runner import RunOptions, run_one
+from claimbench.options import RunOptions, TimingLimits
+from claimbench.runner import run_one
 from claimbench.stats.status import Status
 
 # cheat file -> statuses it may end in (never verified), and a word (or a tuple of alternatives) the reason must contain
@@ -74,7 +75,7 @@ EXTRA = {
 def _run(project, hw, name, file, *, servers=None, bytes_="8 * rows * cols", flops="", timeout_s=120.0):
     path = write_claim(project, name.replace("_", "-"), file, bytes=bytes_, flops=flops, **EXTRA.get(name, {}))
     opts = RunOptions(results=project / "results", timeout_s=timeout_s,
-                      timing={"max_time_s": 0.3, "warmup_s": 0.05})
+                      timing=TimingLimits(max_time_s=0.3, warmup_s=0.05))
     return run_one(path, project, hw, opts, servers=servers)
 
 

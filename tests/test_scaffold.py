@@ -129,7 +129,8 @@ def test_the_generated_kernel_test_fails_a_kernel_returning_another_dtype(projec
 def test_both_examples_pass_the_runners_correctness_check(project):
     """The CPU example's model is narrowed to no machine, so both take the CPU correctness path
     (trials, check shapes, null models, static rules, trace) without timing."""
-    from claimbench.runner import RunOptions, run_claims
+    from claimbench.options import RunOptions
+    from claimbench.runner import run_claims
     from claimbench.stats.status import Status
 
     assert main(["--root", str(project), "new", "scan-cpu"]) == 0

@@ -111,7 +111,8 @@ def rerun(rec: Record, root: Path, results: Path, *, timeout_s: float = 900.0,
             raise UserError(f"{', '.join(changed[:5])}: differ at commit {rec.git_commit[:12]} from the files "
                             "the run hashed, so the code that made this record is not in that commit"
                             + (" (the run came from a dirty tree)" if rec.git_dirty else ""))
-        from claimbench.runner import RunOptions, run_claims
+        from claimbench.options import RunOptions
+        from claimbench.runner import run_claims
 
         steps = recipe(rec, "")
         repeat = int(steps.run_args[steps.run_args.index("--repeat") + 1]) if "--repeat" in steps.run_args else 1

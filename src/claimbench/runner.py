@@ -7,7 +7,7 @@ same pure function ``audit`` uses, then writes the record itself.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional
 
@@ -16,6 +16,7 @@ from claimbench.gate.policy import gate_file
 from claimbench.gate.srcgraph import claim_sources
 from claimbench.machine import backends
 from claimbench.machine.hardware import Hardware, blockers, matches
+from claimbench.options import RunOptions
 from claimbench.run import filecensus
 from claimbench.run.job import Job
 from claimbench.run.lock import one_claim_at_a_time
@@ -40,25 +41,6 @@ from claimbench.store.record import (
 )
 
 CPU_CHECK_DTYPES = ("float64", "float32", "float16", "int64", "int32", "int8", "uint8")  # what CPU torch computes
-
-
-@dataclass(frozen=True)
-class RunOptions:
-    results: Path
-    timeout_s: float = 900.0
-    repeat: Optional[int] = None    # processes per claim; None: precision.MIN_PROCESSES for the device (3 on a CPU)
-    hot: bool = False
-    hardware_only: bool = False
-    progress: Optional[Callable[[str], None]] = None
-    timing: dict = field(default_factory=dict)
-    ceilings_cache: Optional[Path] = None
-    threads: Optional[int] = None  # CPU threads for the sides (torch and OpenMP); None: all cores
-    sandbox: str = "auto"           # auto | bwrap | none
-    node_rank: int = 0              # multi-node claims: this machine's place, and where rank 0 listens
-    master_addr: Optional[str] = None
-    master_port: Optional[int] = None
-    max_memory_bytes: Optional[int] = None  # RLIMIT_AS of each CPU side; None: 3/4 of the machine
-    correctness_only: bool = False  # check every claim as off its hardware (check shapes, no timing): CI's mode
 
 
 @dataclass(frozen=True)
@@ -163,7 +145,7 @@ def _measure(claim, claim_path: Path, root: Path, hw: Hardware, *, opts: RunOpti
     log_path = opts.results / ".cache" / "logs" / f"{claim.id}-{run_id}.log"
     log_path.parent.mkdir(parents=True, exist_ok=True)
     job = Job(claim=claim, root=root, device=device, dtype=dtype, measured=ok, seeds=seeds,
-              timing={**opts.timing}, hot=opts.hot, hardware=hw.to_dict(), env=backends.child_env(names, device),
+              timing=opts.timing.overrides(), hot=opts.hot, hardware=hw.to_dict(), env=backends.child_env(names, device),
               threads=opts.threads, timeout_s=opts.timeout_s, log_path=log_path,
               max_memory_bytes=opts.max_memory_bytes or default_max_memory())
     watched = [root] + ([opts.results] if not Path(opts.results).resolve().is_relative_to(root.resolve()) else [])

@@ -10,6 +10,7 @@ import pytest
 from claimbench import runner
 from claimbench.machine import detect as detect_mod
 from claimbench.machine.hardware import CpuInfo, GpuInfo, Hardware, Software
+from claimbench.options import TimingLimits
 from claimbench.runner import Outcome
 from claimbench.stats.status import Status
 
@@ -140,12 +141,39 @@ def test_junit_gets_hardware_and_per_claim_properties(pytester, fake):
 
 def test_options_reach_run_one(pytester, fake):
     _claims(pytester, ["ok"])
-    pytester.runpytest("--claims", "claims", "--claims-timeout", "12", "--claims-results", "out",
-                       "--claims-max-time-s", "0.5").assert_outcomes(passed=1)
+    pytester.runpytest("--claims", "claims", "--claims-timeout-s", "12", "--claims-results", "out",
+                       "--claims-max-time-s", "0.5", "--claims-repeat", "2", "--claims-threads", "1",
+                       "--claims-sandbox", "none", "--claims-max-memory", "0.5", "--claims-hot").assert_outcomes(passed=1)
     opts = fake["calls"][0][1]
     assert opts.timeout_s == 12.0
     assert opts.results == (pytester.path / "out").resolve()
-    assert opts.timing == {"max_time_s": 0.5}
+    assert opts.timing == TimingLimits(max_time_s=0.5)
+    assert (opts.repeat, opts.threads, opts.sandbox, opts.max_memory_bytes, opts.hot) == (2, 1, "none", 1 << 29, True)
+
+
+def test_the_old_timeout_spelling_works_and_warns(pytester, fake):
+    _claims(pytester, ["ok"])
+    res = pytester.runpytest("--claims", "claims", "--claims-timeout", "12")
+    res.assert_outcomes(passed=1)
+    res.stdout.fnmatch_lines(["*--claims-timeout is deprecated: use --claims-timeout-s*"])
+    assert fake["calls"][0][1].timeout_s == 12.0
+
+
+def test_a_bad_value_is_a_usage_error_naming_the_plugin_flag(pytester, fake):
+    _claims(pytester, ["ok"])
+    res = pytester.runpytest("--claims", "claims", "--claims-repeat", "0")
+    assert res.ret == pytest.ExitCode.USAGE_ERROR
+    res.stderr.fnmatch_lines(["*--claims-repeat 0: must be at least 1*"])
+    assert fake["calls"] == []
+
+
+def test_summary_lists_every_claim(pytester, fake):
+    _claims(pytester, ["ok", "wrong"])
+    summary = pytester.path / "summary.md"
+    pytester.runpytest("--claims", "claims", "--claims-summary", str(summary)).assert_outcomes(passed=1, failed=1)
+    text = summary.read_text()
+    assert "2 claim(s) on Fake CPU" in text and "| `ok` |" in text and "| `wrong` |" in text
+    assert "1.6 [1.55, 1.65]" in text and "incorrect" in text
 
 
 def test_require_gpu_exits_1_without_one(pytester, fake):

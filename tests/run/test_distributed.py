@@ -49,11 +49,12 @@ def _launch(job: Job, nodes: Optional[Nodes] = None) -> dict:
 def test_two_rank_gloo_claim_end_to_end(tmp_path):
     """Through the runner: one record, every rank's outputs checked, the topology kept."""
     from claimbench.machine.detect import detect
-    from claimbench.runner import RunOptions, run_one
+    from claimbench.options import RunOptions, TimingLimits
+    from claimbench.runner import run_one
     from claimbench.store.record import Record
 
     hw = detect(DIST, with_gpu=False)
-    out = run_one(GLOO_CLAIM, DIST, hw, RunOptions(results=tmp_path, timeout_s=180, timing=FAST, threads=1))
+    out = run_one(GLOO_CLAIM, DIST, hw, RunOptions(results=tmp_path, timeout_s=180, timing=TimingLimits(**FAST), threads=1))
     assert out.status.is_timing, out.reason  # verified, refuted or inconclusive: a measured number
     rec = Record.model_validate(json.loads(out.record_path.read_text()))
     assert rec.correctness["passed"] is True

@@ -44,13 +44,8 @@ class ClaimFailed(Exception):
 class _State:
     root: Path
     paths: list[Path]
-    results: Path
-    timeout_s: float
-    timing: str
-    changed_since: Optional[str]
-    hardware_only: bool
-    gpu_required: bool
-    run_timing: dict
+    opts: Any                       # claimbench.options.RunOptions
+    ci: Any                         # claimbench.options.CiChoices
     hw: Any = None
     listing: Any = None
     listing_error: Optional[str] = None
@@ -58,6 +53,7 @@ class _State:
     selected: Optional[set] = None
     notes: list = field(default_factory=list)
     servers: Any = None
+    reported: list = field(default_factory=list)  # each claim's outcome, from its report (xdist workers' too)
 
     def covers(self, path: Path) -> bool:
         p = path.resolve()
@@ -67,34 +63,27 @@ class _State:
 _KEY = pytest.StashKey[_State]()
 
 
+PREFIX = "--claims-"
+
+# Spellings from before every option came from one table with one prefix; accepted, with a warning, until 0.3.
+DEPRECATED = {"--timing": "--claims-timing", "--changed-since": "--claims-changed-since",
+              "--hardware-only": "--claims-hardware-only", "--require-gpu": "--claims-require-gpu",
+              "--claims-timeout": "--claims-timeout-s"}
+
+
 def pytest_addoption(parser) -> None:
+    from claimbench.options import OPTIONS
+
     g = parser.getgroup("claimbench", "claimbench: claims as tests")
     g.addoption("--claims", action="append", default=None, metavar="PATH",
                 help="collect the claim files under PATH as test items (repeatable)")
-    g.addoption("--claims-timing", "--timing", dest="claims_timing", choices=("gate", "report", "off"), default="gate",
-                help="'report' lets refuted/inconclusive timing verdicts pass with a warning; 'off' checks every "
-                     "claim's correctness at its check shapes and times none (CI's mode: timing is the main job's)")
-    g.addoption("--claims-changed-since", "--changed-since", dest="claims_changed_since", metavar="REF", default=None,
-                help="only the claims whose claim file or imported project files changed since git REF")
-    g.addoption("--claims-hardware-only", "--hardware-only", dest="claims_hardware_only", action="store_true",
-                help="only the claims this machine can verify; fail if none")
-    g.addoption("--claims-require-gpu", "--require-gpu", dest="claims_require_gpu", action="store_true",
-                help="exit 1 at once if no CUDA GPU is detected")
-    g.addoption("--claims-results", dest="claims_results", metavar="DIR", default=None,
-                help="claims: results folder for the records (default: <root>/results/runs, git-ignored)")
-    g.addoption("--claims-timeout", dest="claims_timeout", metavar="S", type=float, default=900.0,
-                help="claims: per-claim time limit in seconds (default 900)")
     g.addoption("--claims-root", dest="claims_root", metavar="DIR", default=None,
                 help="claims: project root (default: found from the claim paths)")
-    g.addoption("--claims-max-time-s", dest="claims_max_time_s", type=float, default=None,
-                help="claims: cap on each claim's timed rounds")
-    g.addoption("--claims-warmup-s", dest="claims_warmup_s", type=float, default=None,
-                help="claims: warm-up time per claim")
-
-
-# Spellings from before every option shared the --claims- prefix; accepted, with a warning, until 0.3.
-DEPRECATED = {"--timing": "--claims-timing", "--changed-since": "--claims-changed-since",
-              "--hardware-only": "--claims-hardware-only", "--require-gpu": "--claims-require-gpu"}
+    old = {new: o for o, new in DEPRECATED.items()}
+    for o in OPTIONS:  # the same table gives `claimbench run` its flags
+        flag = PREFIX + o.name
+        names = [flag] + ([old[flag]] if flag in old else [])
+        g.addoption(*names, dest="claims_" + o.dest, **o.argparse_kwargs())
 
 
 def pytest_configure(config) -> None:
@@ -108,6 +97,7 @@ def pytest_configure(config) -> None:
         return
     from claimbench.errors import UserError
     from claimbench.extras import require
+    from claimbench.options import parse
     from claimbench.spec.project import find_root
 
     try:
@@ -119,15 +109,13 @@ def pytest_configure(config) -> None:
     if missing:
         raise pytest.UsageError(f"--claims {missing[0]}: no such file or folder")
     root = find_root(config.getoption("claims_root"), raw)
-    results = config.getoption("claims_results")
-    config.stash[_KEY] = _State(
-        root=root, paths=[Path(p).resolve() for p in raw],
-        results=Path(results).resolve() if results else root / "results" / "runs",
-        timeout_s=config.getoption("claims_timeout"), timing=config.getoption("claims_timing"),
-        changed_since=config.getoption("claims_changed_since"),
-        hardware_only=config.getoption("claims_hardware_only"),
-        gpu_required=config.getoption("claims_require_gpu"),
-        run_timing={"max_time_s": config.getoption("claims_max_time_s"), "warmup_s": config.getoption("claims_warmup_s")})
+    try:
+        opts, ci = parse(lambda dest: config.getoption("claims_" + dest), root=root, prefix=PREFIX)
+    except UserError as e:
+        raise pytest.UsageError(str(e)) from None
+    st = config.stash[_KEY] = _State(root=root, paths=[Path(p).resolve() for p in raw], opts=opts, ci=ci)
+    if ci.summary:
+        config.pluginmanager.register(_Reports(st), "claimbench-reports")
     source = getattr(config, "args_source", None)
     if source is not None and source != pytest.Config.ArgsSource.ARGS:
         config.args[:] = list(raw)  # `pytest --claims claims/` runs the claims, not testpaths too
@@ -143,7 +131,7 @@ def pytest_sessionstart(session) -> None:
     st = _state(session.config)
     if st is None:
         return
-    from claimbench.ci.options import require_gpu
+    from claimbench.ci.selection import require_gpu
     from claimbench.errors import UserError
     from claimbench.machine.detect import detect
     from claimbench.spec.project import load_listing
@@ -154,7 +142,7 @@ def pytest_sessionstart(session) -> None:
     except UserError as e:  # the list fails its own item; the unit tests and claims still run
         st.listing_error = str(e)
     _global_properties(session.config, st.hw)
-    if st.gpu_required:
+    if st.ci.require_gpu:
         try:
             require_gpu(st.hw)
         except UserError as e:
@@ -200,15 +188,15 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     if st is None:
         return
     items[:0] = _bad_file_items(session, st)
-    if not (st.changed_since or st.hardware_only):
+    if not (st.ci.changed_since or st.ci.hardware_only):
         return
-    from claimbench.ci.options import select
+    from claimbench.ci.selection import select
     from claimbench.errors import UsageError, UserError
 
     claims = [i for i in items if isinstance(i, ClaimItem)]
     try:
-        keep = set(select([i.path for i in claims], st.root, st.hw, changed_since=st.changed_since,
-                          hardware_only=st.hardware_only))
+        keep = set(select([i.path for i in claims], st.root, st.hw, changed_since=st.ci.changed_since,
+                          hardware_only=st.ci.hardware_only))
     except UsageError as e:  # a bad ref: one line, pytest's usage exit
         raise pytest.UsageError(str(e)) from None
     except UserError as e:  # nothing this machine can verify: the run has failed
@@ -220,12 +208,12 @@ def pytest_collection_modifyitems(session, config, items) -> None:
         items[:] = [i for i in items if i not in dropped]
 
 
-def _servers(st: "_State", opts):
+def _servers(st: "_State"):
     """One fork server for the whole session (torch is imported once, not once per claim)."""
     if st.servers is None:
         from claimbench.run.servers import Servers
 
-        st.servers = Servers(st.root, opts).__enter__()
+        st.servers = Servers(st.root, st.opts).__enter__()
     return st.servers
 
 
@@ -284,10 +272,7 @@ class ClaimItem(pytest.Item):
         st = _state(self.config)
         assert st is not None  # claim items are collected only while the plugin is on
         st.ran += 1
-        opts = runner.RunOptions(results=st.results, timeout_s=st.timeout_s, hardware_only=st.hardware_only,
-                                 timing={k: v for k, v in st.run_timing.items() if v is not None},
-                                 correctness_only=st.timing == "off")
-        out = runner.run_one(self.path, st.root, st.hw, opts, listing=st.listing, servers=_servers(st, opts))
+        out = runner.run_one(self.path, st.root, st.hw, st.opts, listing=st.listing, servers=_servers(st))
         self.user_properties += [
             ("claim_id", out.claim_id), ("verdict", out.status.value), ("reason", out.reason),
             ("value", _text(out.value)), ("ci_low", _text(out.ci_low)), ("ci_high", _text(out.ci_high)),
@@ -303,7 +288,7 @@ class ClaimItem(pytest.Item):
             return
         if status.value == "skipped":  # --hardware-only: nothing was checked, and it says so
             _skip(out.reason)
-        if st.timing == "report" and status.is_timing:
+        if st.ci.timing == "report" and status.is_timing:
             self.user_properties.append(("timing", "reported, not gated"))
             warnings.warn(ClaimTimingWarning(f"{out.claim_id}: {status.value} (reported, not gated): {out.reason}"), stacklevel=2)
             return
@@ -342,11 +327,38 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config) -> None:
             terminalreporter.write_line(f"claimbench: {note}", red=True)
 
 
+class _Reports:
+    """Keeps each claim's outcome for `--claims-summary`. Its properties travel with the report, so
+    under xdist the controller, which writes the summary, sees every worker's claims."""
+
+    def __init__(self, st: _State) -> None:
+        self.st = st
+
+    def pytest_runtest_logreport(self, report) -> None:
+        props = dict(report.user_properties)
+        if report.when == "call" and "verdict" in props:
+            self.st.reported.append(_outcome(Path(str(report.fspath)), props))
+
+
+def _outcome(path: Path, props: dict):
+    from claimbench.runner import Outcome
+    from claimbench.stats.status import Status
+
+    def num(key: str) -> Optional[float]:
+        return float(props[key]) if props.get(key) else None
+    return Outcome(str(props["claim_id"]), path, Status(props["verdict"]), str(props["reason"]),
+                   value=num("value"), ci_low=num("ci_low"), ci_high=num("ci_high"), metric=props.get("metric") or None,
+                   claimed_value=num("claimed_value"), hardware=str(props.get("hardware", "")))
+
+
 def pytest_sessionfinish(session, exitstatus) -> None:
     st = _state(session.config)
     if st is None:
         return
-    if st.notes or (st.hardware_only and st.ran == 0):
+    if st.ci.summary and not hasattr(session.config, "workerinput"):  # an xdist worker leaves it to the controller
+        from claimbench.ci.summary import write_summary
+        write_summary(st.ci.summary, st.hw, st.reported)
+    if st.notes or (st.ci.hardware_only and st.ran == 0):
         if not st.notes:
             st.notes.append("--hardware-only: no claim ran on this machine; a runner that verifies nothing has failed")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import sys
 import time
@@ -11,6 +12,7 @@ from pathlib import Path
 from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
 from claimbench.extras import require
 from claimbench.gate.policy import discover
+from claimbench.options import OPTIONS, parse
 from claimbench.spec.project import find_root
 from claimbench.spec.safetext import terminal
 
@@ -26,60 +28,31 @@ class _DeprecatedJson(argparse.Action):
 def register(sub) -> None:
     p = sub.add_parser("run", help="run claims: verify, time, decide, and write result records")
     p.add_argument("paths", nargs="*", help="claim files or folders (default: claims/)")
-    p.add_argument("--results", default=None, metavar="DIR",
-                   help="results folder (default: results/runs/, git-ignored; `claimbench ingest` copies "
-                        "good records into the committed results/records/)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text: the outcomes as a table; json: as a JSON list")
     p.add_argument("--json", nargs=0, action=_DeprecatedJson, help=argparse.SUPPRESS)
-    p.add_argument("--repeat", type=int, default=None,
-                   help="N separate processes per claim, combined into one CI (default: 3 on a CPU, 1 on a GPU)")
-    p.add_argument("--hot", action="store_true", help="CUDA: time back-to-back calls without L2 flush (a labelled number)")
-    p.add_argument("--timeout-s", type=float, default=900.0, help="per-claim time limit (default 900)")
-    p.add_argument("--max-time-s", type=float, default=None, help="cap on the timed rounds per claim")
-    p.add_argument("--warmup-s", type=float, default=None, help="warm-up time per claim")
-    p.add_argument("--timing", choices=("gate", "report"), default="gate",
-                   help="report: timing verdicts (refuted, inconclusive) do not fail the run")
-    p.add_argument("--threads", type=int, default=None, help="CPU threads for each side process (default: all cores)")
-    p.add_argument("--sandbox", choices=("auto", "bwrap", "none"), default="auto",
-                   help="run the claims' processes inside bubblewrap: auto (when it works here), bwrap (required), none")
-    p.add_argument("--max-memory", type=float, default=None, metavar="GIB",
-                   help="address-space limit of each CPU side process in GiB (default: 3/4 of the machine)")
-    p.add_argument("--ceilings", default=None, metavar="DIR",
-                   help="folder for the measured ceilings cache (default: $XDG_CACHE_HOME/claimbench)")
-    p.add_argument("--node-rank", type=int, default=0,
-                   help="multi-node claims: this machine's node rank (Slurm: $SLURM_NODEID)")
-    p.add_argument("--master-addr", default=None, help="multi-node claims: the host of node 0")
-    p.add_argument("--master-port", type=int, default=None, help="multi-node claims: a free port on node 0")
     p.add_argument("--quiet", action="store_true", help="print no progress lines, only the table (or JSON)")
-    from claimbench.ci.options import add_ci_options
-    add_ci_options(p)
+    groups = {"run": p, "CI": p.add_argument_group("CI")}
+    for o in OPTIONS:  # the same table gives the pytest plugin its --claims-* options
+        groups[o.group].add_argument("--" + o.name, **o.argparse_kwargs())
     p.set_defaults(func=run)
 
 
 def run(args) -> int:
-    from claimbench.runner import RunOptions, run_claims
+    from claimbench.runner import run_claims
 
     root = find_root(args.root, args.paths)
     for raw in args.paths:
         if not Path(raw).exists():
             raise UsageError(f"{raw}: no such file or folder")
-    if args.repeat is not None and args.repeat < 1:
-        raise UsageError("--repeat must be at least 1")
+    opts, ci = parse(lambda dest: getattr(args, dest), root=root)
     paths = discover(args.paths, root)
     if not paths:
         raise UsageError(f"no claim files found in {', '.join(args.paths) or root / 'claims'}")
     require("run", "claimbench run")
-    results = Path(args.results) if args.results else root / "results" / "runs"
-    t0 = time.monotonic()
     from claimbench.run.progress import make
-    say = make(t0, args.quiet)
-    opts = RunOptions(results=results, timeout_s=args.timeout_s, repeat=args.repeat, hot=args.hot,
-                      hardware_only=getattr(args, "hardware_only", False), progress=say,
-                      timing={"max_time_s": args.max_time_s, "warmup_s": args.warmup_s}, threads=args.threads,
-                      sandbox=args.sandbox, ceilings_cache=Path(args.ceilings) if args.ceilings else None,
-                      max_memory_bytes=int(args.max_memory * (1 << 30)) if args.max_memory else None,
-                      node_rank=args.node_rank, master_addr=args.master_addr, master_port=args.master_port)
+    say = make(time.monotonic(), args.quiet)
+    opts = dataclasses.replace(opts, progress=say)
 
     if args.sandbox == "auto":
         from claimbench.run.sandbox import bwrap_works
@@ -89,16 +62,16 @@ def run(args) -> int:
                   "labelled 'no sandbox' (README: What a run does not catch)", file=sys.stderr)
 
     def select(found, hw):
-        from claimbench.ci.options import select_for_ci
-        return select_for_ci(args, found, root, hw)
+        from claimbench.ci.selection import select_for_ci
+        return select_for_ci(ci, found, root, hw)
 
     try:
         hw, outcomes = run_claims(paths, root, opts, select=select)
     finally:
         getattr(say, "close", lambda: None)()
-    if getattr(args, "summary", None):
+    if ci.summary:
         from claimbench.ci.summary import write_summary
-        write_summary(Path(args.summary), hw, outcomes)
+        write_summary(ci.summary, hw, outcomes)
     if args.format == "json":
         json.dump([{"claim": o.claim_id, "status": o.status.value, "reason": o.reason, "value": o.value,
                     "ci": [o.ci_low, o.ci_high], "metric": o.metric, "claimed": o.claimed_value,
@@ -107,7 +80,7 @@ def run(args) -> int:
         print()
     else:
         print(format_table(outcomes))
-    failing = [o for o in outcomes if not o.status.ok and not (args.timing == "report" and o.status.is_timing)]
+    failing = [o for o in outcomes if not o.status.ok and not (ci.timing == "report" and o.status.is_timing)]
     return EXIT_FAILED if failing else EXIT_OK
 
 

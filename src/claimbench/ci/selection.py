@@ -1,4 +1,4 @@
-"""The options a CI runner adds to `claimbench run` (and the pytest plugin): which claims, and when to refuse.
+"""Which claims a CI run executes, and when it refuses: the CI options of `claimbench.options` at work.
 
 - `--changed-since REF`: only claims whose claim file or imported project files changed.
 - `--hardware-only`: only claims this machine can verify, with no CPU correctness fallback; if
@@ -14,19 +14,7 @@ from pathlib import Path
 from typing import Iterable, Optional
 
 from claimbench.errors import UserError
-
-
-def add_ci_options(parser) -> None:
-    """Add the CI options to an argparse parser (`claimbench run`)."""
-    g = parser.add_argument_group("CI")
-    g.add_argument("--changed-since", metavar="REF", default=None,
-                   help="only claims whose claim file or imported project files changed since git REF "
-                        "(from the merge base of REF and HEAD, including uncommitted and untracked files)")
-    g.add_argument("--hardware-only", action="store_true",
-                   help="only claims this machine can verify; no CPU correctness fallback; exit 1 if none")
-    g.add_argument("--require-gpu", action="store_true", help="exit 1 at once if no CUDA GPU is detected")
-    g.add_argument("--summary", metavar="PATH", default=None,
-                   help="append a Markdown table of this run to PATH (e.g. $GITHUB_STEP_SUMMARY), kept under 1 MiB")
+from claimbench.options import CiChoices
 
 
 def require_gpu(hw) -> None:
@@ -67,8 +55,7 @@ def select(paths: Iterable[Path], root: Path, hw, *, changed_since: Optional[str
     return paths
 
 
-def select_for_ci(args, paths: list[Path], root: Path, hw) -> list[Path]:
-    """`claimbench run`'s hook: apply --require-gpu, --changed-since and --hardware-only from ``args``."""
-    return select(paths, root, hw, changed_since=getattr(args, "changed_since", None),
-                  hardware_only=bool(getattr(args, "hardware_only", False)),
-                  gpu_required=bool(getattr(args, "require_gpu", False)))
+def select_for_ci(choices: CiChoices, paths: list[Path], root: Path, hw) -> list[Path]:
+    """`claimbench run`'s hook: apply --require-gpu, --changed-since and --hardware-only."""
+    return select(paths, root, hw, changed_since=choices.changed_since, hardware_only=choices.hardware_only,
+                  gpu_required=choices.require_gpu)

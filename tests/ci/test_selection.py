@@ -1,13 +1,13 @@
-"""`claimbench run`'s CI options: --require-gpu, --hardware-only and --changed-since selection."""
+"""The CI selection: --require-gpu, --hardware-only and --changed-since."""
 
-import argparse
 from pathlib import Path
 
 import pytest
 
-from claimbench.ci.options import add_ci_options, select, select_for_ci
+from claimbench.ci.selection import select, select_for_ci
 from claimbench.errors import UserError
 from claimbench.machine.hardware import CpuInfo, GpuInfo, Hardware, Software
+from claimbench.options import CiChoices
 
 ROOT = Path(__file__).resolve().parents[2]
 DIST = ROOT / "tests" / "fixtures" / "distributed"
@@ -17,15 +17,6 @@ H200 = GpuInfo(0, "NVIDIA H200", None, "9.0", 132, None, None, None, None, None,
 TWO_H200 = Hardware("cuda", (H200, GpuInfo(**{**H200.__dict__, "index": 1})), CpuInfo("Fake CPU", 2, 2, None, None), SW)
 NCCL = ROOT / "claims" / "nccl-allreduce-vs-reduce-broadcast.yaml"
 GLOO = DIST / "claims" / "allreduce-gloo.yaml"
-
-
-def test_flags_parse():
-    p = argparse.ArgumentParser()
-    add_ci_options(p)
-    a = p.parse_args(["--changed-since", "origin/main", "--hardware-only", "--require-gpu", "--summary", "s.md"])
-    assert (a.changed_since, a.hardware_only, a.require_gpu, a.summary) == ("origin/main", True, True, "s.md")
-    b = p.parse_args([])
-    assert (b.changed_since, b.hardware_only, b.require_gpu, b.summary) == (None, False, False, None)
 
 
 def test_require_gpu_refuses_a_cpu_machine_with_exit_1():
@@ -50,7 +41,6 @@ def test_an_unparsable_claim_is_kept_by_hardware_only(tmp_path):
     assert select([bad], tmp_path, CPU, hardware_only=True) == [bad]
 
 
-def test_select_for_ci_reads_the_namespace():
-    args = argparse.Namespace(changed_since=None, hardware_only=True, require_gpu=False)
-    assert select_for_ci(args, [NCCL, GLOO], ROOT, CPU) == [GLOO]
-    assert select_for_ci(argparse.Namespace(), [NCCL], ROOT, CPU) == [NCCL]  # options absent: no filtering
+def test_select_for_ci_reads_the_choices():
+    assert select_for_ci(CiChoices(hardware_only=True), [NCCL, GLOO], ROOT, CPU) == [GLOO]
+    assert select_for_ci(CiChoices(), [NCCL], ROOT, CPU) == [NCCL]  # nothing chosen: no filtering
