@@ -76,7 +76,8 @@ def env_stage(ctx: Ctx) -> None:
 
 
 def ceilings_stage(ctx: Ctx) -> None:
-    from claimbench.machine.ceilings import load_or_measure, measure_ceilings
+    from claimbench.machine.ceilings import load_or_measure
+    from claimbench.machine.ceilings_measure import measure_ceilings
     from claimbench.machine.hardware import Hardware
 
     from .stage_io import load_json

@@ -14,10 +14,10 @@ from claimbench.machine.ceilings import (
     floor_us,
     floor_violation,
     load_or_measure,
-    measure_ceilings,
     rate_tflops,
     sol_fraction,
 )
+from claimbench.machine.ceilings_measure import measure_ceilings
 from claimbench.machine.hardware import CpuInfo, GpuInfo, Hardware, Software
 
 H200 = Ceilings(key="GPU-1", device="cuda", bandwidth_gbps=4000.0,
@@ -108,13 +108,13 @@ def _cpu_hw(model, threads=2, torch="2.13.0"):
 
 def test_cache_round_trip_keyed_by_fingerprint(tmp_path, monkeypatch):
     calls = []
-    real = C.measure_ceilings
+    real = C.measure_now
 
     def counting(device, dtypes, **kw):
         calls.append((device, tuple(dtypes), kw.get("bandwidth", True)))
         return real(device, dtypes, copy_bytes=1 << 20, matmul_n=32, reps=1, **kw)
 
-    monkeypatch.setattr(C, "measure_ceilings", counting)
+    monkeypatch.setattr(C, "measure_now", counting)
     hw = _cpu_hw("AMD EPYC 7B13")
     first = load_or_measure(tmp_path, hw, ("float32",))
     again = load_or_measure(tmp_path, hw, ("float32",))
@@ -221,7 +221,7 @@ def test_unsettled_ceilings_are_measured_again_an_hour_later_and_only_raised(tmp
                         matrix_tflops={"float32": 0.5}, measured_at="2026-11-01T12:00:00+00:00", method="new",
                         details={"unsettled": []}, fingerprint=kw["fingerprint"], spread={"float32": 0.03})
 
-    monkeypatch.setattr(C, "measure_ceilings", fake)
+    monkeypatch.setattr(C, "measure_now", fake)
     recent = datetime.now(timezone.utc).isoformat(timespec="seconds")
     path.write_text(json.dumps(_cached(hw, measured_at=recent, unsettled=["float32"]).to_dict()))
     assert C.load_cached(tmp_path, hw, ("float32",)) is not None  # too recent to try again

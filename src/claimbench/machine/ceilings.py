@@ -149,9 +149,9 @@ def achieved_gbps(bytes: float, median_us: float) -> float:
     return bytes / (median_us * 1e-6) / 1e9
 
 
-def measure_ceilings(device: str, dtypes: Optional[tuple[str, ...]] = None, **kw: Any) -> "Ceilings":
-    """Measure now, in this process (torch is imported here, never by the data layer):
-    ``ceilings_measure.measure_ceilings``."""
+def measure_now(device: str, dtypes: Optional[tuple[str, ...]] = None, **kw: Any) -> "Ceilings":
+    """Measure now, in this process, through ``ceilings_measure.measure_ceilings``: torch is imported
+    there, on this call, never by the data layer that loads this module."""
     from claimbench.machine.ceilings_measure import measure_ceilings as measure
 
     return measure(device, dtypes, **kw)
@@ -250,12 +250,12 @@ def load_or_measure(cache_dir: Path, hw: "Hardware", dtypes: Optional[tuple[str,
             return cached
         if bandwidth:
             measure_kw.setdefault("cache_bytes", _cache_bytes(hw))
-        extra = measure_ceilings(hw.device, missing, key=key, bandwidth=bandwidth, fingerprint=fp,
+        extra = measure_now(hw.device, missing, key=key, bandwidth=bandwidth, fingerprint=fp,
                                  known_bandwidth_gbps=cached.bandwidth_gbps, progress=progress, **measure_kw)
         result = _merge(cached, extra, bandwidth)
     else:
         measure_kw.setdefault("cache_bytes", _cache_bytes(hw))
-        result = measure_ceilings(hw.device, dtypes, key=key, fingerprint=fp, progress=progress, **measure_kw)
+        result = measure_now(hw.device, dtypes, key=key, fingerprint=fp, progress=progress, **measure_kw)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))

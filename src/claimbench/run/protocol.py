@@ -118,7 +118,10 @@ class CpuTimer:
 
 
 @dataclass(frozen=True)
-class SideTiming:
+class SideSamples:
+    """One side's timed rounds as the protocol kept them, in this process; the record's `SideTiming`
+    (store/record.py) is what of them is written down, combined over the `--repeat` processes."""
+
     samples_us: tuple[float, ...]      # kept, in the order taken
     rounds: tuple[int, ...]            # round index of each kept sample
     dropped_us: tuple[float, ...]      # samples dropped as throttled
@@ -136,8 +139,8 @@ class SideTiming:
 
 @dataclass(frozen=True)
 class PairTiming:
-    kernel: SideTiming
-    baseline: SideTiming
+    kernel: SideSamples
+    baseline: SideSamples
     warmup_s: float
     warmup_calls: int
     stop_reason: str
@@ -207,11 +210,11 @@ class _Side:
     def taken(self) -> int:
         return len(self.kept) + len(self.dropped)
 
-    def freeze(self, calls_per_block: int) -> SideTiming:
+    def freeze(self, calls_per_block: int) -> SideSamples:
         k = self.kept
         clocks = ({"min": min(self.clocks), "median": quantile(self.clocks, 0.5), "max": max(self.clocks)}
                   if self.clocks else None)
-        return SideTiming(
+        return SideSamples(
             samples_us=tuple(k), rounds=tuple(self.rounds), dropped_us=tuple(self.dropped),
             dropped_rounds=tuple(self.dropped_rounds), dropped_throttled=len(self.dropped),
             median_us=quantile(k, 0.5) if k else None,

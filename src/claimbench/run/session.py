@@ -44,8 +44,9 @@ class InputSet:
 
 
 @dataclass
-class Operands:
-    """One side's memfds (ours), the items describing them, and what the side made of them."""
+class OwnedOperands:
+    """One side's memfds (ours), the items describing them, and what the side made of them: the
+    orchestrator's end of what it sent in the `messages.Operands` message."""
 
     buffers: list[Optional[OwnedBuffer]]
     items: list
@@ -61,7 +62,7 @@ class ClaimSession:
     def __init__(self, server: ForkServer, deadline: float) -> None:
         self.server, self.deadline = server, deadline
         self.sides: dict[str, SideProcess] = {}
-        self.operands: dict[str, Operands] = {}
+        self.operands: dict[str, OwnedOperands] = {}
 
     # -- exchanges -------------------------------------------------------------------------
     def left(self) -> float:
@@ -121,7 +122,7 @@ class ClaimSession:
         self.exchange("task", m.Drop(set_id=inputs.set_id), m.Done)
 
     # -- the calling sides -------------------------------------------------------------------
-    def give(self, role: str, inputs: InputSet) -> Operands:
+    def give(self, role: str, inputs: InputSet) -> OwnedOperands:
         """Fresh memfds holding a copy of ``inputs``, handed to ``role``, which prepares its operands."""
         old = self.operands.pop(role, None)
         buffers: list[Optional[OwnedBuffer]] = []
@@ -137,7 +138,7 @@ class ClaimSession:
             else:
                 buffers.append(None)
                 items.append(it)
-        ops = Operands(buffers, items)
+        ops = OwnedOperands(buffers, items)
         fds = tuple(b.fd for b in buffers if b is not None)
         reply, _ = self.exchange(role, m.Operands(items=items), m.Prepared, fds=fds)
         ops.prepared = list(reply.operands)

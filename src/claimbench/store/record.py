@@ -69,6 +69,8 @@ _RUNNER_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
 
 
 class SideTiming(BaseModel):
+    """One side's samples as the record keeps them: the protocol's `SideSamples` of every process, combined."""
+
     model_config = ConfigDict(extra="allow", frozen=True)
     median_us: Optional[float] = None
     iqr_us: Optional[float] = None
