@@ -14,6 +14,9 @@ from typing import Final
 # Record layout. 1: first release; 2: `status` became `verdict`, per-sample process ids;
 # 3: hardware_spec and workload copied from the claim, samples last (reads top-down).
 SCHEMA_VERSION: Final = 3
+# The versions whose files schema/record.schema.json describes as they are: 2 -> 3 only bumped the
+# number (the copied blocks it added are optional), so a reader's tool can check either as stored.
+RECORD_SCHEMAS_AS_STORED: Final = (2, 3)
 
 # How a number was measured. 2: per-sample perturbation, CPU calls timed alone from 50 us;
 # 3: pinned host allocator; 4: the judge and the clock out of the kernel's process (orchestrator,

@@ -6,11 +6,12 @@ torch, no kernel import, so ``claimbench check`` stays fast and runs anywhere.
 
 from __future__ import annotations
 
-import math
 import re
 from typing import Annotated, Any, Literal, Optional, Union
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from claimbench.spec.draft07 import draft07_schema
 
 DTYPES = (
     "float64", "float32", "tf32", "float16", "bfloat16",
@@ -180,21 +181,4 @@ POLICY_FIELDS = ("hardware", "workload", "precision", "baseline", "correctness")
 
 def json_schema() -> dict[str, Any]:
     """Draft-07 JSON Schema, for editors (yaml-language-server)."""
-    schema = Claim.model_json_schema(ref_template="#/definitions/{model}")
-    schema["definitions"] = schema.pop("$defs", {})
-    schema = {"$schema": "http://json-schema.org/draft-07/schema#", **schema}
-    return _draft07(schema)
-
-
-def _draft07(node: Any) -> Any:
-    """Pydantic emits 2020-12 constructs; rewrite the few that draft-07 spells differently."""
-    if isinstance(node, dict):
-        out = {k: _draft07(v) for k, v in node.items()}
-        if "const" in out and "enum" not in out:
-            out["enum"] = [out["const"]]
-        return out
-    if isinstance(node, list):
-        return [_draft07(v) for v in node]
-    if isinstance(node, float) and math.isinf(node):
-        return None
-    return node
+    return draft07_schema(Claim)
