@@ -60,17 +60,17 @@ def save(fig, path: Path) -> None:
 def history(series: dict[str, list[tuple[datetime, float, float, float, bool]]], claimed: Optional[float],
             metric: str):
     """Value over time per machine with its 95% CI; filled markers are verified runs."""
+    import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7, 3.2))
+    ax.xaxis_date()  # the x values are matplotlib's date numbers: its stubs take numbers, not datetimes
     for name, pts in sorted(series.items()):
-        x = [p[0] for p in pts]
+        x = [float(mdates.date2num(p[0])) for p in pts]
         y = [p[1] for p in pts]
         err = [[max(0.0, p[1] - p[2]) for p in pts], [max(0.0, p[3] - p[1]) for p in pts]]
-        # matplotlib plots datetimes through its units registry; its stubs take numbers only
-        line = ax.errorbar(x, y, yerr=err, marker="o", ms=4, capsize=2, lw=1, label=name,  # type: ignore[arg-type]
-                           mfc="white")
-        ver = [(p[0], p[1]) for p in pts if p[4]]
+        line = ax.errorbar(x, y, yerr=err, marker="o", ms=4, capsize=2, lw=1, label=name, mfc="white")
+        ver = [(float(mdates.date2num(p[0])), p[1]) for p in pts if p[4]]
         if ver:
             ax.plot(*zip(*ver), "o", ms=5, color=line[0].get_color())
     if claimed is not None:

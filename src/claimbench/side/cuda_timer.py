@@ -13,6 +13,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import glob
+import importlib
 import os
 import sys
 import time
@@ -70,9 +71,7 @@ class CudaEventTimer:
                  min_block_us: float = 100.0, torch_module: Any = None,
                  l2_resetter: Optional[Callable[[], None]] = None) -> None:
         # torch_module and l2_resetter stand in for torch and the L2 reset in CPU tests
-        if torch_module is None:
-            import torch as torch_module
-        torch = self._torch = torch_module
+        torch = self._torch = torch_module if torch_module is not None else importlib.import_module("torch")
         self.device = torch.device("cuda", device_index)
         self.mode = "hot" if hot else "cold"
         self.nvml, self.nvml_index = nvml, device_index if nvml_index is None else nvml_index
