@@ -1,7 +1,11 @@
-"""The runner: check, detect, match, execute in a child, decide, record. One claim at a time.
+"""The runner: for a list of claims, start the fork server, detect, select; then per claim check the
+policy, match the hardware, run it in child processes, decide and record. One claim at a time.
 
-The parent never imports a kernel. It decides the verdict from the child's plain data with the
-same pure function ``audit`` uses, then writes the record itself.
+The fork server starts first, before detection, because its torch import takes seconds and needs
+nothing detection finds; the policy check runs per claim, after detection, so that a claim is
+rejected or skipped with the machine named. The parent never imports a kernel: the orchestrator's
+typed `ClaimRun`s and what the parent knows become the record in `run/assemble.py`, whose verdict
+is the same pure function ``audit`` recomputes.
 """
 
 from __future__ import annotations
@@ -9,34 +13,27 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Optional
+from typing import Callable, Optional
 
-from claimbench import __version__
 from claimbench.gate.policy import gate_file
-from claimbench.gate.srcgraph import claim_sources
 from claimbench.machine import backends
-from claimbench.machine.hardware import Hardware, blockers, matches
+from claimbench.machine.hardware import Hardware, matches
 from claimbench.options import RunOptions
 from claimbench.run import filecensus
-from claimbench.run.job import Job
+from claimbench.run.assemble import RunContext, assemble_record
+from claimbench.run.job import ClaimRun, Job
 from claimbench.run.lock import one_claim_at_a_time
 from claimbench.run.orchestrate import orchestrate
 from claimbench.run.sandbox import default_max_memory
 from claimbench.run.seeds import draw_seeds
 from claimbench.spec import expr
-from claimbench.stats.precision import MIN_PROCESSES, evidence_fields
+from claimbench.spec.claim import Claim
+from claimbench.stats.precision import MIN_PROCESSES
 from claimbench.stats.status import Status
-from claimbench.stats.verdict import Evidence, Samples, decide
 from claimbench.store.record import (
-    PROTOCOL_VERSION,
-    Record,
     RecordWriteError,
-    SideTiming,
     check_writable,
-    claim_copy,
     keep_unwritable,
-    sha256_file,
-    utc_now,
     write_record,
 )
 
@@ -131,12 +128,12 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listin
     seeds = draw_seeds(claim.correctness.trials)
     say(f"{claim.id}: {'measuring on ' + hw.name if ok else 'correctness on CPU (' + why + ')'}")
     with one_claim_at_a_time(root, shared=not ok and _census_blind_to(opts.results, root)):
-        return _measure(claim, Path(claim_path), root, hw, opts=opts, servers=servers, ok=ok, why=why, dtype=dtype,
+        return _measure(claim, Path(claim_path), root, hw=hw, opts=opts, servers=servers, ok=ok, why=why, dtype=dtype,
                         device=device, names=names, seeds=seeds, say=say)
 
 
-def _measure(claim, claim_path: Path, root: Path, hw: Hardware, *, opts: RunOptions, servers, ok: bool, why: str,
-             dtype: str, device: str, names: list, seeds: dict, say) -> Outcome:
+def _measure(claim: Claim, claim_path: Path, root: Path, *, hw: Hardware, opts: RunOptions, servers, ok: bool,
+             why: str, dtype: str, device: str, names: list[str], seeds: dict, say: Callable[[str], None]) -> Outcome:
     """The claim's window, under the project's lock: ceilings, processes, file census, record."""
     ceilings = _ceilings(claim, hw, opts, dtype, servers, say) if ok else None
     stop = _precision_stop(claim, hw, device, dtype, ceilings) if ok else None
@@ -152,7 +149,7 @@ def _measure(claim, claim_path: Path, root: Path, hw: Hardware, *, opts: RunOpti
     before = {str(w): filecensus.snapshot(w) for w in watched}
     for w in watched:
         servers.backup(w).refresh(before[str(w)])
-    runs = []
+    runs: list[ClaimRun] = []
     # a multi-rank run is already several processes per side; one launch of them is the default there
     default_repeat = MIN_PROCESSES.get(device, 1) if claim.hardware.count == 1 else 1
     repeat = max(1, opts.repeat or default_repeat) if ok else 1
@@ -168,20 +165,20 @@ def _measure(claim, claim_path: Path, root: Path, hw: Hardware, *, opts: RunOpti
             nodes = Nodes(claim.hardware.nodes, opts.node_rank, opts.master_addr, opts.master_port)
             run = launch(job, claim.hardware.count, nodes, opts.sandbox, run_id, progress)
         else:
-            run = orchestrate(job, servers.get(sandbox, job.env), progress, stop=stop).to_dict()
+            run = orchestrate(job, servers.get(sandbox, job.env), progress, stop=stop)
         runs.append(run)
-        if run.get("outcome") or (run.get("correctness") or {}).get("passed") is not True:
+        if run.outcome or (run.correctness or {}).get("passed") is not True:
             break
     touched = _undo_file_changes(root, watched, before, opts.results, servers)
-    if touched:
-        runs.append({"outcome": "error", "outcome_reason": "the claim's processes changed files they must not touch: "
-                     + ", ".join(touched[:5]) + ("" if len(touched) <= 5 else f" and {len(touched) - 5} more")
-                     + " (put back as they were when the run began; each changed version and each new file is "
-                     f"kept under {Path(opts.results) / '.quarantine'}, so an edit made meanwhile is not lost)"})
-    for res in runs:
-        res["ceilings"] = ceilings
-        res["sandbox"] = sandbox.kind if sandbox.kind == "bwrap" else f"none: {sandbox.why}"
-    rec = build_record(claim, Path(claim_path), root, hw, runs, matched=(ok, why), dtype=dtype, device=device)
+    touched_reason = ("the claim's processes changed files they must not touch: " + ", ".join(touched[:5])
+                      + ("" if len(touched) <= 5 else f" and {len(touched) - 5} more")
+                      + " (put back as they were when the run began; each changed version and each new file is "
+                      f"kept under {Path(opts.results) / '.quarantine'}, so an edit made meanwhile is not lost)"
+                      ) if touched else ""
+    ctx = RunContext(claim=claim, claim_path=Path(claim_path), root=root, hw=hw, matched=ok, why=why, dtype=dtype,
+                     device=device, ceilings=ceilings, touched=touched_reason,
+                     sandbox=sandbox.kind if sandbox.kind == "bwrap" else f"none: {sandbox.why}")
+    rec = assemble_record(ctx, runs)
     try:
         path = write_record(opts.results, rec)
     except RecordWriteError as e:  # the measurement is finished: keep it, and say where
@@ -270,125 +267,3 @@ def _undo_file_changes(root: Path, watched: list[Path], before: dict, results: P
             touched += [os.path.relpath(p, root) for p in changed + planted + removed]
             filecensus.undo(w, changed, planted, removed, Path(results) / ".quarantine", servers.backup(w))
     return touched
-
-
-def _machine_load(results: list[dict], hw: Hardware, device: str) -> dict:
-    """Other processes' share of the machine while timed, over every process of the run (weighted
-    by their wall time), and the other processes seen on the claim's GPUs."""
-    loads = [r["load"] for r in results if r.get("load")]
-    wall = sum(x["wall_s"] for x in loads)
-    frac = sum(x["other_cpu_fraction"] * x["wall_s"] for x in loads) / wall if wall > 0 else None
-    gpus = max((len(g.other_processes) for g in hw.gpus), default=0) if device == "cuda" else None
-    return {"other_cpu_fraction": None if frac is None else round(frac, 4), "other_gpu_processes": gpus}
-
-
-def _host_allocator() -> dict:
-    from claimbench.run.servers import HOST_ALLOCATOR_ENV
-    return {k: os.environ.get(k, v) for k, v in HOST_ALLOCATOR_ENV.items()}
-
-
-def _blockers(hw: Hardware, ok: bool, device: str, timing: dict, bracket: Optional[dict] = None) -> tuple:
-    """Why this run cannot verify even if its numbers clear the claim."""
-    out = list(blockers(hw)) if ok and device == "cuda" else []
-    for side in ("kernel", "baseline"):
-        unresolved = ((bracket or {}).get("unresolved") or {}).get(side, 0)
-        taken = ((bracket or {}).get(side) or {}).get("samples", 0)
-        if taken and unresolved > 0.02 * taken:
-            out.append(f"the orchestrator's clock could not resolve the {side}'s calls: {unresolved} of {taken} samples "
-                       f"were no longer than a null call ({((bracket or {}).get('null_us') or {}).get(side, 0):.0f} us); a "
-                       "quieter machine or a larger workload gives it something to measure")
-    n = ((timing.get("calls_per_block") or {}).get("kernel") or 1)
-    if ok and timing.get("mode") == "cpu" and n > 1:
-        out.append(f"kernel calls were timed in blocks of {n} (each under the block time), so not every "
-                   "timed output could be checked; make the workload larger")
-    return tuple(out)
-
-
-def _side(results: list[dict], side: str) -> dict:
-    out: dict[str, Any] = {"samples_us": [], "rounds": [], "processes": [], "dropped_us": []}
-    meds = []
-    for i, res in enumerate(results):
-        t = ((res.get("timing") or {}).get(side)) or {}
-        xs = list(t.get("samples_us") or [])
-        out["samples_us"] += xs
-        out["rounds"] += list(t.get("rounds") or [0] * len(xs))
-        out["processes"] += [i] * len(xs)
-        out["dropped_us"] += list(t.get("dropped_us") or [])
-        if t.get("median_us") is not None:
-            meds.append(t["median_us"])
-    if out["samples_us"]:
-        import numpy as np
-        kept = np.asarray(out["samples_us"])
-        out["median_us"] = float(np.median(kept))
-        out["iqr_us"] = float(np.percentile(kept, 75) - np.percentile(kept, 25))
-    return out
-
-
-def build_record(claim, claim_path: Path, root: Path, hw: Hardware, results: list[dict], *, matched, dtype, device) -> Record:
-    """Everything the child reported plus what only the parent knows, and the verdict on it."""
-    ok, why = matched
-    last = results[-1]
-    outcome = next((r.get("outcome") for r in results if r.get("outcome")), None)
-    outcome_reason = next((r.get("outcome_reason", "") for r in results if r.get("outcome")), "")
-    if outcome in ("error", "timeout") and not ok:  # fail closed: a CPU check that could not run is an error, never a skip
-        outcome_reason = f"{why}; CPU correctness check could not run: {outcome_reason}"
-    corr = dict(last.get("correctness") or {})
-    corrs = [r.get("correctness") or {} for r in results]
-    if corrs and all(c.get("passed") is True for c in corrs):
-        corr["passed"] = True
-    elif any(c.get("passed") is False for c in corrs):
-        corr = next(c for c in corrs if c.get("passed") is False)
-    rejections = sorted({x for r in results for x in r.get("rejections", [])})
-    params = dict(claim.workload.params)
-    flops = expr.evaluate(claim.workload.flops, params) if claim.workload.flops else None
-    nbytes = expr.evaluate(claim.workload.bytes, params) if claim.workload.bytes else None
-    k, b = _side(results, "kernel"), _side(results, "baseline")
-    timing = last.get("timing") or {}
-    ceil = last.get("ceilings") or {}
-    floor, term = None, ""
-    tensor_bytes = last.get("tensor_bytes")
-    if ceil and ok:
-        from claimbench.machine.ceilings import Ceilings, floor_us
-        cache = (hw.gpus[0].l2_bytes if hw.gpus else 0) if device == "cuda" else (hw.cpu.llc_bytes or 0)
-        floor, term = floor_us(flops, nbytes, Ceilings.from_dict(ceil), dtype, cold=timing.get("mode") == "cold",
-                               working_set_bytes=float(tensor_bytes or 0), cache_bytes=float(cache or 0))
-    throttled = any(bool((r.get("timing") or {}).get("throttled_majority")) for r in results)
-    load = _machine_load(results, hw, device)
-    ev = Evidence(
-        metric=claim.claimed.metric, claimed_value=claim.claimed.value, tolerance=claim.claimed.tolerance,
-        flops=flops, bytes=nbytes, outcome=outcome, outcome_reason=outcome_reason, rejections=tuple(rejections),
-        correctness_passed=corr.get("passed"), correctness_reason=corr.get("reason", ""),
-        hardware_match=ok, hardware_reason=why, blockers=_blockers(hw, ok, device, timing, last.get("bracket")),
-        kernel=Samples(k["samples_us"], k["rounds"], k["processes"]) if k["samples_us"] else None,
-        baseline=Samples(b["samples_us"], b["rounds"], b["processes"]) if b["samples_us"] else None,
-        floor_us=floor, floor_term=term, throttled_majority=throttled, tensor_bytes=tensor_bytes,
-        **evidence_fields(PROTOCOL_VERSION, {"device": device, "machine_load": load}, {}, claim.claimed.model_dump()))
-    v = decide(ev)
-    sources = {p for p in claim_sources(root, claim)}
-    sources |= {(root / rel).resolve() for r in results for rel in (r.get("sources") or [])}
-    kernels_dir = (root / "kernels").resolve()
-    hashes = {str(p.relative_to(root.resolve())): sha256_file(p) for p in sorted(sources)
-              if p.is_file() and p.is_relative_to(kernels_dir)}
-    protocol = {key: timing.get(key) for key in ("mode", "timer", "warmup_s", "warmup_calls", "stop_reason", "flush_bytes",
-                                                 "l2_reset", "calls_per_block", "n_rounds", "elapsed_s", "config")}
-    protocol.update(device=device, dtype=dtype, repeat=len(results), timed_checks=last.get("timed_checks"),
-                    dropped_throttled={s: ((last.get("timing") or {}).get(s) or {}).get("dropped_throttled", 0) for s in ("kernel", "baseline")},
-                    autotune=last.get("autotune"), torch_threads=last.get("torch_threads"), topology=last.get("topology"),
-                    host_allocator=last.get("host_allocator") or _host_allocator(),
-                    sandbox=last.get("sandbox"), bracket=last.get("bracket"), machine_load=load,
-                    census=last.get("census"), output_read=last.get("output_read"),
-                    side_versions=last.get("versions"))
-    seeds = last.get("seeds") or {}
-    return Record(
-        claim_id=claim.id, created_utc=utc_now(), harness_version=__version__,
-        git_commit=hw.software.git_commit, git_dirty=hw.software.git_dirty,
-        claim_sha256=sha256_file(claim_path), claim_path=str(claim_path.resolve().relative_to(root.resolve())) if claim_path.resolve().is_relative_to(root.resolve()) else str(claim_path),
-        source_sha256=hashes, seeds=[*seeds.get("trials", []), *seeds.get("sensitivity", []), seeds.get("timing", 0)],
-        hardware={**hw.to_dict(), "slug": hw.slug, "name": hw.name}, hardware_match=ok, hardware_reason=why,
-        blockers=list(ev.blockers), mode=("measured-hot" if timing.get("mode") == "hot" else "measured") if ok else "correctness-only",
-        **claim_copy(claim), flops=flops, bytes=nbytes,
-        tensor_bytes=tensor_bytes, protocol=protocol, correctness=corr, rejections=rejections,
-        outcome=outcome, outcome_reason=outcome_reason, throttled_majority=throttled,
-        kernel=SideTiming.model_validate(k), baseline=SideTiming.model_validate(b),
-        ceilings=ceil, floor_us=floor, floor_term=term, verdict=v.status.value, reason=v.reason,
-        value=v.value, ci_low=v.ci_low, ci_high=v.ci_high, published_value=v.published_value)

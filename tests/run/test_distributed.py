@@ -18,7 +18,7 @@ import pytest
 
 from claimbench.gate.policy import gate_file
 from claimbench.run import census
-from claimbench.run.job import Job
+from claimbench.run.job import ClaimRun, Job
 from claimbench.run.launch import Nodes, launch
 from claimbench.run.ranked import merge_correctness, tagged
 from claimbench.run.seeds import draw_seeds
@@ -42,7 +42,7 @@ def _job(root: Path, claim_path: Path, tmp: Path, *, measured=True, impl=None, t
                timing=FAST, timeout_s=timeout_s, log_path=tmp / "claim.log", threads=1)
 
 
-def _launch(job: Job, nodes: Optional[Nodes] = None) -> dict:
+def _launch(job: Job, nodes: Optional[Nodes] = None) -> ClaimRun:
     return launch(job, job.claim.hardware.count, nodes or Nodes(), "none", "test")
 
 
@@ -69,17 +69,17 @@ def test_two_rank_gloo_claim_end_to_end(tmp_path):
 
 def test_a_wrong_answer_on_one_rank_is_incorrect_and_names_the_rank(tmp_path):
     res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum_kernel.py:wrong_on_rank1", trials=1))
-    assert res.get("outcome") is None, res.get("outcome_reason")
-    corr = res["correctness"]
+    assert res.outcome is None, res.outcome_reason
+    corr = res.correctness
     assert corr["passed"] is False and corr["reason"].startswith("rank 1:")
     assert [r["passed"] for r in corr["trials"][0]["ranks"]] == [True, False]
-    assert not res.get("timing")
+    assert not res.timing
 
 
 def test_a_failing_rank_gives_error_with_its_message(tmp_path):
     res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum_kernel.py:raises_on_rank1"))
-    assert res["outcome"] == "error", res
-    assert "rank 1" in res["outcome_reason"] and "rank 1 refuses to reduce" in res["outcome_reason"]
+    assert res.outcome == "error", res
+    assert "rank 1" in res.outcome_reason and "rank 1 refuses to reduce" in res.outcome_reason
     log = (tmp_path / "claim.log").read_text()
     assert "===== launcher =====" in log and "rank 1 refuses" in log  # every rank's output is kept
 
@@ -87,8 +87,8 @@ def test_a_failing_rank_gives_error_with_its_message(tmp_path):
 def test_a_hanging_rank_is_a_timeout_and_every_process_is_reaped(tmp_path):
     before = set(census.all_stats())
     res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum_kernel.py:hangs_on_rank1", timeout_s=8.0))
-    assert res["outcome"] in ("timeout", "error"), res
-    assert "rank" in res["outcome_reason"]
+    assert res.outcome in ("timeout", "error"), res
+    assert "rank" in res.outcome_reason
     left = [p for p in census.children(os.getpid()) if p not in before]
     assert not left, left
 
@@ -99,7 +99,7 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-def _two_nodes(tmp_path: Path, impl=None) -> list[dict]:
+def _two_nodes(tmp_path: Path, impl=None) -> list[ClaimRun]:
     """2 gloo ranks as 2 nodes of 1 process on localhost, each node its own launcher."""
     port = _free_port()
     claim = gate_file(GLOO_CLAIM, DIST).claim
@@ -123,16 +123,16 @@ def _two_nodes(tmp_path: Path, impl=None) -> list[dict]:
 
 def test_two_nodes_of_one_rank_each_through_the_launcher(tmp_path):
     node0, node1 = _two_nodes(tmp_path)
-    assert node0.get("outcome") is None, node0.get("outcome_reason")
-    assert node0["topology"]["nodes"] == 2 and node0["topology"]["world_size"] == 2
-    assert node0["correctness"]["passed"] is True, node0["correctness"]
-    assert node1["outcome"] == "error" and "node 0" in node1["outcome_reason"]  # only rank 0's node writes
+    assert node0.outcome is None, node0.outcome_reason
+    assert node0.topology["nodes"] == 2 and node0.topology["world_size"] == 2
+    assert node0.correctness["passed"] is True, node0.correctness
+    assert node1.outcome == "error" and "node 0" in node1.outcome_reason  # only rank 0's node writes
 
 
 def test_a_killed_rank_on_another_node_ends_as_error_and_nothing_hangs(tmp_path):
     before = set(census.all_stats())
     node0, node1 = _two_nodes(tmp_path, impl="kernels/dist_sum_dies.py:dies_on_rank1")
-    assert node0["outcome"] == "error" and node1["outcome"] == "error", (node0, node1)
+    assert node0.outcome == "error" and node1.outcome == "error", (node0, node1)
     left = [p for p in census.children(os.getpid()) if p not in before]
     assert not left, left
 
@@ -144,9 +144,9 @@ def test_the_nccl_claim_checks_correctness_on_gloo(root, tmp_path):
     shapes = [{**claim.workload.check_params[0]}] if claim.workload.check_params else None
     job = _job(root, path, tmp_path, measured=False, trials=1, check_params=shapes)
     res = _launch(job)
-    assert res.get("outcome") is None, res.get("outcome_reason")
-    assert res["correctness"]["passed"] is True, res["correctness"]["reason"]
-    assert not res.get("rejections")
+    assert res.outcome is None, res.outcome_reason
+    assert res.correctness["passed"] is True, res.correctness["reason"]
+    assert not res.rejections
 
 
 def test_merge_names_the_rank_that_failed_and_keeps_shared_rejections_once():

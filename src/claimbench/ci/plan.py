@@ -61,7 +61,7 @@ def plan(paths: Iterable[Path], root: Path, runners: dict[str, dict], changed_si
 
 
 def main(argv: Optional[list[str]] = None) -> int:
-    from claimbench.gate.policy import discover
+    from claimbench.gate.claimfiles import discover
     from claimbench.spec.project import find_root
 
     ap = argparse.ArgumentParser(prog="python -m claimbench.ci.plan", description=__doc__.split("\n\n")[0])

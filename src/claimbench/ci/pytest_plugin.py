@@ -227,7 +227,7 @@ def pytest_unconfigure(config) -> None:
 def _bad_file_items(session, st: _State) -> list:
     """One failing item per input file that cannot be read: the list, and claim files that are
     broken links (which pytest's own collection passes over without a word)."""
-    from claimbench.gate.policy import find_claims
+    from claimbench.gate.claimfiles import find_claims
 
     out = []
     if st.listing_error:

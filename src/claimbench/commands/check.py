@@ -6,7 +6,8 @@ import json
 import sys
 
 from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
-from claimbench.gate.policy import CheckResult, find_claims, gate_all
+from claimbench.gate.claimfiles import find_claims
+from claimbench.gate.policy import CheckResult, gate_all
 from claimbench.spec.project import find_root, load_listing
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
 from claimbench.extras import require
-from claimbench.gate.policy import discover
+from claimbench.gate.claimfiles import discover
 from claimbench.options import OPTIONS, parse
 from claimbench.spec.project import find_root
 from claimbench.spec.safetext import terminal

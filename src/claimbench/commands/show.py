@@ -8,7 +8,8 @@ from __future__ import annotations
 from pathlib import Path
 
 from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
-from claimbench.gate.policy import discover, gate_all
+from claimbench.gate.claimfiles import discover
+from claimbench.gate.policy import gate_all
 from claimbench.spec.project import find_root, load_listing
 
 

@@ -15,7 +15,6 @@ from typing import Any, Iterable, Iterator, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from claimbench.gate.claimfiles import discover, find_claims  # noqa: F401 (callers find claims through the gate)
 from claimbench.gate.rules import check_kernel_source
 from claimbench.gate.srcgraph import impl_refs, parse, split_ref, task_side_rule, top_level_names
 from claimbench.spec import expr, safetext

@@ -327,7 +327,7 @@ def superseded(j: Judgement, at: str) -> list[tuple[Group, Summary, str]]:
 def claim_ids(root: Path) -> dict[str, str]:
     """Claim id -> claim file (relative to root) for every claim file under claims/: the file
     name is the id (check enforces it)."""
-    from claimbench.gate.policy import discover
+    from claimbench.gate.claimfiles import discover
 
     out: dict[str, str] = {}
     base = str(root).rstrip("/") + "/"

@@ -53,6 +53,15 @@ class ClaimRun:
     def to_dict(self) -> dict:
         return asdict(self)
 
+    @classmethod
+    def from_dict(cls, d: dict) -> "ClaimRun":
+        """Back from the JSON a rank process wrote; keys it does not know are dropped, sequences become tuples."""
+        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
+        for key in ("rejections", "sources"):
+            if key in known:
+                known[key] = tuple(known[key] or ())
+        return cls(**known)
+
 
 def job_to_dict(job: Job) -> dict:
     d = {k: getattr(job, k) for k in Job.__dataclass_fields__}

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from claimbench.run import census
-from claimbench.run.job import Job, job_to_dict
+from claimbench.run.job import ClaimRun, Job, job_to_dict
 
 
 @dataclass(frozen=True)
@@ -32,10 +32,10 @@ class Nodes:
 
 
 def launch(job: Job, ranks: int, nodes: Nodes, sandbox: str, run_id: str,
-           say: Callable[[str], None] = lambda msg: None) -> dict:
-    """Run ``job`` on ``ranks`` ranks over ``nodes``; always returns a ClaimRun as a dict."""
+           say: Callable[[str], None] = lambda msg: None) -> ClaimRun:
+    """Run ``job`` on ``ranks`` ranks over ``nodes``; always returns a ClaimRun, a failure included."""
     if ranks % nodes.count:
-        return {"outcome": "error", "outcome_reason": f"{ranks} ranks do not divide over {nodes.count} nodes"}
+        return ClaimRun(outcome="error", outcome_reason=f"{ranks} ranks do not divide over {nodes.count} nodes")
     per_node = ranks // nodes.count
     with tempfile.TemporaryDirectory(prefix="claimbench-ranks-") as tmp:
         out = Path(tmp)
@@ -55,7 +55,7 @@ def launch(job: Job, ranks: int, nodes: Nodes, sandbox: str, run_id: str,
         timed_out = _wait(proc, out, ranks, job.timeout_s + 60.0, say)
         log.close()
         _keep_logs(out, job.log_path)
-        return _collect(out, proc, ranks, per_node, nodes, timed_out, job.timeout_s)
+        return ClaimRun.from_dict(_collect(out, proc, ranks, per_node, nodes, timed_out, job.timeout_s))
 
 
 def _wait(proc: subprocess.Popen, out: Path, ranks: int, timeout_s: float, say) -> bool:

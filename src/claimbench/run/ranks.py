@@ -86,7 +86,7 @@ def merge(runs: list[dict], job, nodes: int, sandbox: str) -> dict:
     uuids = [str(g.get("uuid") or "") for g in (job.hardware.get("gpus") or [])][:len(runs)] if job.device == "cuda" else []
     first["topology"] = topology(len(runs), nodes, "nccl" if job.device == "cuda" else "gloo", uuids, nccl)
     first["sandbox"] = sandbox
-    return ClaimRun(**{k: v for k, v in first.items() if k in ClaimRun.__dataclass_fields__}).to_dict()
+    return ClaimRun.from_dict(first).to_dict()
 
 
 def _write(path: Path, data: dict) -> None:

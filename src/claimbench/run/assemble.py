@@ -1,0 +1,192 @@
+"""A claim's record, assembled from the typed runs the orchestrator returned and what only the parent knows.
+
+The orchestrator (or the rank launcher) returns one `ClaimRun` per process of a `--repeat`; the
+runner adds what it found around them (the ceilings, the sandbox, the files the claim's processes
+changed) as a `RunContext`, never by writing keys into the runs or adding a run that did not happen. The verdict is the same pure
+`stats.verdict.decide` that `audit` recomputes from the record, so what the record says is what
+was decided.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Sequence
+
+from claimbench import __version__
+from claimbench.gate.srcgraph import claim_sources
+from claimbench.machine.hardware import Hardware, blockers
+from claimbench.run.job import ClaimRun
+from claimbench.spec import expr
+from claimbench.spec.claim import Claim
+from claimbench.stats.precision import evidence_fields
+from claimbench.stats.verdict import Evidence, Samples, decide
+from claimbench.store.record import PROTOCOL_VERSION, Record, SideTiming, claim_copy, sha256_file, utc_now
+
+SIDES = ("kernel", "baseline")
+PROTOCOL_KEYS = ("mode", "timer", "warmup_s", "warmup_calls", "stop_reason", "flush_bytes", "l2_reset",
+                 "calls_per_block", "n_rounds", "elapsed_s", "config")  # copied from the last run's timing
+
+
+@dataclass(frozen=True)
+class RunContext:
+    """What the parent knows about a claim's runs that the runs themselves do not say."""
+
+    claim: Claim
+    claim_path: Path
+    root: Path
+    hw: Hardware
+    matched: bool                   # the hardware matched: measured, not a CPU correctness check
+    why: str                        # the hardware match's reason
+    dtype: str
+    device: str
+    ceilings: Optional[dict] = None  # `Ceilings.to_dict()`, or None when none were measured
+    sandbox: str = ""               # "bwrap", or "none: <why>"
+    touched: str = ""               # why the run is an error for files the claim's processes changed; "" if none
+
+
+def assemble_record(ctx: RunContext, runs: Sequence[ClaimRun]) -> Record:
+    """Every run's evidence, combined (samples of every process; the first failure, the last timing),
+    with the verdict on it."""
+    claim, hw, ok = ctx.claim, ctx.hw, ctx.matched
+    last = runs[-1]
+    failed = next((r for r in runs if r.outcome), None)
+    outcome = failed.outcome if failed else ("error" if ctx.touched else None)
+    outcome_reason = failed.outcome_reason if failed else ctx.touched
+    if outcome in ("error", "timeout") and not ok:  # fail closed: a CPU check that could not run is an error, never a skip
+        outcome_reason = f"{ctx.why}; CPU correctness check could not run: {outcome_reason}"
+    corr = _correctness(runs)
+    rejections = sorted({x for r in runs for x in r.rejections})
+    params = dict(claim.workload.params)
+    flops = expr.evaluate(claim.workload.flops, params) if claim.workload.flops else None
+    nbytes = expr.evaluate(claim.workload.bytes, params) if claim.workload.bytes else None
+    k, b = _side(runs, "kernel"), _side(runs, "baseline")
+    timing = last.timing or {}
+    floor, term = _floor(ctx, flops, nbytes, last.tensor_bytes, cold=timing.get("mode") == "cold")
+    throttled = any(bool((r.timing or {}).get("throttled_majority")) for r in runs)
+    load = _machine_load(runs, hw, ctx.device)
+    ev = Evidence(
+        metric=claim.claimed.metric, claimed_value=claim.claimed.value, tolerance=claim.claimed.tolerance,
+        flops=flops, bytes=nbytes, outcome=outcome, outcome_reason=outcome_reason, rejections=tuple(rejections),
+        correctness_passed=corr.get("passed"), correctness_reason=corr.get("reason", ""),
+        hardware_match=ok, hardware_reason=ctx.why, blockers=_blockers(hw, ok, ctx.device, timing, last.bracket),
+        kernel=Samples(k.samples_us, k.rounds, k.processes) if k.samples_us else None,
+        baseline=Samples(b.samples_us, b.rounds, b.processes) if b.samples_us else None,
+        floor_us=floor, floor_term=term, throttled_majority=throttled, tensor_bytes=last.tensor_bytes,
+        **evidence_fields(PROTOCOL_VERSION, {"device": ctx.device, "machine_load": load}, {}, claim.claimed.model_dump()))
+    v = decide(ev)
+    protocol = {key: timing.get(key) for key in PROTOCOL_KEYS}
+    protocol.update(device=ctx.device, dtype=ctx.dtype, repeat=len(runs), timed_checks=last.timed_checks,
+                    dropped_throttled={s: (timing.get(s) or {}).get("dropped_throttled", 0) for s in SIDES},
+                    autotune=last.autotune, torch_threads=last.torch_threads, topology=last.topology,
+                    host_allocator=_host_allocator(), sandbox=ctx.sandbox, bracket=last.bracket, machine_load=load,
+                    census=last.census, output_read=last.output_read, side_versions=last.versions)
+    seeds = last.seeds or {}
+    root = ctx.root.resolve()
+    path = ctx.claim_path.resolve()
+    return Record(
+        claim_id=claim.id, created_utc=utc_now(), harness_version=__version__,
+        git_commit=hw.software.git_commit, git_dirty=hw.software.git_dirty,
+        claim_sha256=sha256_file(ctx.claim_path),
+        claim_path=str(path.relative_to(root)) if path.is_relative_to(root) else str(ctx.claim_path),
+        source_sha256=_source_hashes(ctx, runs),
+        seeds=[*seeds.get("trials", []), *seeds.get("sensitivity", []), seeds.get("timing", 0)],
+        hardware={**hw.to_dict(), "slug": hw.slug, "name": hw.name}, hardware_match=ok, hardware_reason=ctx.why,
+        blockers=list(ev.blockers),
+        mode=("measured-hot" if timing.get("mode") == "hot" else "measured") if ok else "correctness-only",
+        **claim_copy(claim), flops=flops, bytes=nbytes,
+        tensor_bytes=last.tensor_bytes, protocol=protocol, correctness=corr, rejections=rejections,
+        outcome=outcome, outcome_reason=outcome_reason, throttled_majority=throttled,
+        kernel=k, baseline=b, ceilings=ctx.ceilings or {}, floor_us=floor, floor_term=term,
+        verdict=v.status.value, reason=v.reason, value=v.value, ci_low=v.ci_low, ci_high=v.ci_high,
+        published_value=v.published_value)
+
+
+def _correctness(runs: Sequence[ClaimRun]) -> dict[str, Any]:
+    """Passed only when every process's check passed; otherwise the first that failed says why."""
+    corrs = [r.correctness or {} for r in runs]
+    if any(c.get("passed") is False for c in corrs):
+        return dict(next(c for c in corrs if c.get("passed") is False))
+    corr = dict(corrs[-1])
+    if all(c.get("passed") is True for c in corrs):
+        corr["passed"] = True
+    return corr
+
+
+def _floor(ctx: RunContext, flops: Optional[float], nbytes: Optional[float], tensor_bytes: Optional[float], *,
+           cold: bool) -> tuple[Optional[float], str]:
+    """The physics floor the number is held to, from the measured ceilings; none off the claim's hardware."""
+    if not ctx.ceilings or not ctx.matched:
+        return None, ""
+    from claimbench.machine.ceilings import Ceilings, floor_us
+
+    hw = ctx.hw
+    cache = (hw.gpus[0].l2_bytes if hw.gpus else 0) if ctx.device == "cuda" else (hw.cpu.llc_bytes or 0)
+    return floor_us(flops, nbytes, Ceilings.from_dict(ctx.ceilings), ctx.dtype, cold=cold,
+                    working_set_bytes=float(tensor_bytes or 0), cache_bytes=float(cache or 0))
+
+
+def _source_hashes(ctx: RunContext, runs: Sequence[ClaimRun]) -> dict[str, str]:
+    """sha256 of every project file under kernels/ the claim names or a side reported loading."""
+    root = ctx.root.resolve()
+    sources = set(claim_sources(ctx.root, ctx.claim))
+    sources |= {(ctx.root / rel).resolve() for r in runs for rel in r.sources}
+    kernels_dir = (ctx.root / "kernels").resolve()
+    return {str(p.relative_to(root)): sha256_file(p) for p in sorted(sources)
+            if p.is_file() and p.is_relative_to(kernels_dir)}
+
+
+def _machine_load(runs: Sequence[ClaimRun], hw: Hardware, device: str) -> dict[str, Any]:
+    """Other processes' share of the machine while timed, over every process of the run (weighted
+    by their wall time), and the other processes seen on the claim's GPUs."""
+    loads = [r.load for r in runs if r.load]
+    wall = sum(x["wall_s"] for x in loads)
+    frac = sum(x["other_cpu_fraction"] * x["wall_s"] for x in loads) / wall if wall > 0 else None
+    gpus = max((len(g.other_processes) for g in hw.gpus), default=0) if device == "cuda" else None
+    return {"other_cpu_fraction": None if frac is None else round(frac, 4), "other_gpu_processes": gpus}
+
+
+def _host_allocator() -> dict[str, str]:
+    from claimbench.run.servers import HOST_ALLOCATOR_ENV
+    return {k: os.environ.get(k, v) for k, v in HOST_ALLOCATOR_ENV.items()}
+
+
+def _blockers(hw: Hardware, ok: bool, device: str, timing: dict, bracket: Optional[dict] = None) -> tuple[str, ...]:
+    """Why this run cannot verify even if its numbers clear the claim."""
+    out = list(blockers(hw)) if ok and device == "cuda" else []
+    for side in SIDES:
+        unresolved = ((bracket or {}).get("unresolved") or {}).get(side, 0)
+        taken = ((bracket or {}).get(side) or {}).get("samples", 0)
+        if taken and unresolved > 0.02 * taken:
+            out.append(f"the orchestrator's clock could not resolve the {side}'s calls: {unresolved} of {taken} samples "
+                       f"were no longer than a null call ({((bracket or {}).get('null_us') or {}).get(side, 0):.0f} us); a "
+                       "quieter machine or a larger workload gives it something to measure")
+    n = ((timing.get("calls_per_block") or {}).get("kernel") or 1)
+    if ok and timing.get("mode") == "cpu" and n > 1:
+        out.append(f"kernel calls were timed in blocks of {n} (each under the block time), so not every "
+                   "timed output could be checked; make the workload larger")
+    return tuple(out)
+
+
+def _side(runs: Sequence[ClaimRun], side: str) -> SideTiming:
+    """One side's kept samples of every process, each tagged with its round and its process."""
+    samples: list[float] = []
+    rounds: list[int] = []
+    processes: list[int] = []
+    dropped: list[float] = []
+    for i, run in enumerate(runs):
+        t = (run.timing or {}).get(side) or {}
+        xs = list(t.get("samples_us") or [])
+        samples += xs
+        rounds += list(t.get("rounds") or [0] * len(xs))
+        processes += [i] * len(xs)
+        dropped += list(t.get("dropped_us") or [])
+    if not samples:
+        return SideTiming(rounds=rounds, processes=processes, dropped_us=dropped)
+    import numpy as np
+
+    kept = np.asarray(samples)
+    return SideTiming(samples_us=samples, rounds=rounds, processes=processes, dropped_us=dropped,
+                      median_us=float(np.median(kept)),
+                      iqr_us=float(np.percentile(kept, 75) - np.percentile(kept, 25)))

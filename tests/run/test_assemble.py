@@ -1,0 +1,76 @@
+"""Record assembly from typed runs: samples of every process combined and tagged, the first failure
+wins, a file the claim's processes changed is an error that keeps the runs' evidence, and a CPU check
+that could not run is an error, never a skip."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from claimbench.gate.policy import gate_file
+from claimbench.machine.hardware import CpuInfo, Hardware, Software
+from claimbench.run.assemble import RunContext, assemble_record
+from claimbench.run.job import ClaimRun
+
+FIX = Path(__file__).resolve().parents[1] / "fixtures"
+CLAIM_PATH = FIX / "claims" / "valid" / "softmax-cpu.yaml"
+CPU = Hardware("cpu", (), CpuInfo("Fake CPU", 2, 2, None, None), Software("3.11", "2.13", None, None, None, "0.1", "abc", False))
+PASSED = {"passed": True, "reason": "5 checks passed"}
+
+
+def _timing(kernel_us: float, baseline_us: float, n: int = 30) -> dict:
+    def side(us: float) -> dict:
+        return {"samples_us": [us * (1 + 0.001 * (i % 3)) for i in range(n)], "rounds": [i // 5 for i in range(n)],
+                "dropped_us": [], "median_us": us, "dropped_throttled": 0}
+    return {"kernel": side(kernel_us), "baseline": side(baseline_us), "mode": "cpu", "timer": "perf_counter_ns",
+            "calls_per_block": {"kernel": 1, "baseline": 1}, "n_rounds": n // 5}
+
+
+@pytest.fixture(scope="module")
+def ctx() -> RunContext:
+    claim = gate_file(CLAIM_PATH, FIX).claim
+    assert claim is not None
+    return RunContext(claim=claim, claim_path=CLAIM_PATH, root=FIX, hw=CPU, matched=True, why="matches",
+                      dtype="float32", device="cpu", sandbox="none: test")
+
+
+def test_samples_of_every_process_are_combined_and_tagged(ctx):
+    runs = [ClaimRun(correctness=PASSED, timing=_timing(10.0, 20.0)),
+            ClaimRun(correctness=PASSED, timing=_timing(11.0, 21.0))]
+    rec = assemble_record(ctx, runs)
+    assert len(rec.kernel.samples_us) == 60 and rec.kernel.processes == [0] * 30 + [1] * 30
+    assert rec.kernel.rounds[:6] == [0, 0, 0, 0, 0, 1]
+    assert 10.0 <= rec.kernel.median_us <= 11.1 and rec.baseline.median_us > rec.kernel.median_us
+    assert rec.protocol["repeat"] == 2 and rec.protocol["sandbox"] == "none: test"
+    assert rec.correctness["passed"] is True and rec.outcome is None
+
+
+def test_the_first_failure_speaks_for_the_run(ctx):
+    runs = [ClaimRun(correctness=PASSED, timing=_timing(10.0, 20.0)),
+            ClaimRun(correctness={"passed": False, "reason": "trial 2: wrong"}),
+            ClaimRun(correctness=PASSED)]
+    rec = assemble_record(ctx, runs)  # one process's failed check is the claim's, whatever the others found
+    assert rec.verdict == "incorrect" and rec.correctness["reason"] == "trial 2: wrong"
+    crashed = assemble_record(ctx, [ClaimRun(outcome="timeout", outcome_reason="no result in 5 s"),
+                                    ClaimRun(outcome="error", outcome_reason="later")])
+    assert crashed.outcome == "timeout" and crashed.outcome_reason == "no result in 5 s"
+
+
+def test_changed_files_make_an_error_that_keeps_the_runs_evidence(ctx):
+    touched = RunContext(**{**ctx.__dict__, "touched": "the claim's processes changed files they must not touch: x"})
+    rec = assemble_record(touched, [ClaimRun(correctness=PASSED, timing=_timing(10.0, 20.0))])
+    assert rec.verdict == "error" and rec.outcome == "error" and "must not touch" in rec.reason
+    assert len(rec.kernel.samples_us) == 30 and rec.protocol["repeat"] == 1  # no run was invented
+
+
+def test_a_cpu_check_that_could_not_run_is_an_error_naming_why(ctx):
+    off = RunContext(**{**ctx.__dict__, "matched": False, "why": "needs NVIDIA H200*, found CPU"})
+    rec = assemble_record(off, [ClaimRun(outcome="error", outcome_reason="side died")])
+    assert rec.verdict == "error" and rec.mode == "correctness-only"
+    assert rec.outcome_reason == "needs NVIDIA H200*, found CPU; CPU correctness check could not run: side died"
+
+
+def test_from_dict_keeps_known_fields_as_the_dataclass_types():
+    run = ClaimRun.from_dict({"outcome": None, "rejections": ["a"], "sources": ["kernels/k.py"], "planted": 1})
+    assert run.rejections == ("a",) and run.sources == ("kernels/k.py",) and not hasattr(run, "planted")
