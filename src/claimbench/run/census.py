@@ -38,6 +38,7 @@ class Stat:
 
 
 def stat(pid: int, tid: Optional[int] = None) -> Optional[Stat]:
+    """One process's (with ``tid``, one thread's) /proc stat line; None once it is gone or unreadable."""
     path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
     try:
         with open(path, "rb") as f:
@@ -79,6 +80,7 @@ def exit_text(status: Optional[int]) -> str:
 
 
 def all_stats() -> dict[int, Stat]:
+    """Every process's `Stat` at one moment, by pid: one table to follow parent links and groups in."""
     out = {}
     for name in os.listdir("/proc"):
         if name.isdigit():
@@ -89,6 +91,7 @@ def all_stats() -> dict[int, Stat]:
 
 
 def children(pid: int, table: Optional[dict[int, Stat]] = None) -> list[int]:
+    """The direct children of ``pid`` by parent link: what the fork server still has to kill and reap."""
     table = table if table is not None else all_stats()
     return sorted(p for p, s in table.items() if s.ppid == pid)
 
@@ -112,6 +115,7 @@ def tree(roots: Iterable[int], table: Optional[dict[int, Stat]] = None) -> list[
 
 
 def threads(pid: int) -> list[int]:
+    """The thread ids of ``pid``, from /proc/<pid>/task; empty once it is gone."""
     try:
         return sorted(int(t) for t in os.listdir(f"/proc/{pid}/task"))
     except OSError:
@@ -119,6 +123,7 @@ def threads(pid: int) -> list[int]:
 
 
 def affinity(tid: int) -> Optional[tuple[int, ...]]:
+    """The CPUs thread ``tid`` may run on; None when it is gone or cannot be asked."""
     try:
         return tuple(sorted(os.sched_getaffinity(tid)))
     except OSError:
@@ -139,6 +144,7 @@ class ProcessShape:
 
 
 def shape(pids: Iterable[int]) -> dict[int, ProcessShape]:
+    """How each live process of ``pids`` looks now (zombies left out): what `differences` and `unlike` compare."""
     out = {}
     for pid in pids:
         s = stat(pid)
@@ -250,6 +256,7 @@ def cpu_seconds(pids: Iterable[int]) -> float:
 
 
 def rss_bytes(pids: Iterable[int]) -> int:
+    """The resident memory of these processes together, in bytes: held against --max-memory between rounds."""
     page = os.sysconf("SC_PAGE_SIZE")
     total = 0
     for pid in pids:
@@ -284,6 +291,7 @@ class LoadMark:
 
 
 def load_mark(ours: Iterable[int]) -> LoadMark:
+    """The mark `other_fraction` measures from; ``ours`` are the run's own processes, whose CPU is no load."""
     busy, ncpu = machine_busy_s()
     return LoadMark(busy, cpu_seconds(ours), time.monotonic(), ncpu)
 

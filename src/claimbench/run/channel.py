@@ -37,14 +37,18 @@ class ProtocolError(Exception):
 
 
 class Channel:
+    """One end of a framed socket to ``peer`` (named in every error); the orchestrator and the sides both use it."""
+
     def __init__(self, sock: socket.socket, peer: str) -> None:
         self.sock, self.peer = sock, peer
         sock.setblocking(True)
 
     def fileno(self) -> int:
+        """The socket's descriptor, so a Channel can be handed to select() as it is."""
         return self.sock.fileno()
 
     def send(self, msg: m.Message, fds: tuple[int, ...] = ()) -> None:
+        """Write one frame, ``fds`` riding on its first bytes; a peer that is gone raises ChannelClosed."""
         body = msg.model_dump_json().encode()
         frame = _HEADER.pack(len(body)) + body
         try:
@@ -110,6 +114,7 @@ class Channel:
         return bytes(buf), fds
 
     def close(self) -> None:
+        """Close the socket; closing one already closed or broken is harmless."""
         try:
             self.sock.close()
         except OSError:

@@ -27,6 +27,8 @@ MAX_FILES = 200_000
 
 
 def snapshot(root: Path, skip: tuple[Path, ...] = ()) -> dict[str, tuple]:
+    """(inode, size, mtime_ns, ctime_ns, mode) of every path under ``root``, folders included, by absolute
+    path; SKIP_DIRS and ``skip`` are left out, and the walk stops at MAX_FILES entries."""
     skip_abs = {str(p.resolve()) for p in skip}
     out: dict[str, tuple] = {}
     stack = [str(root.resolve())]
@@ -129,6 +131,8 @@ class Backup:
             self.bytes += st[1]
 
     def restore(self, path: str) -> bool:
+        """Put the run's copy back at ``path`` (through a temporary file and a rename); False when there is
+        no copy or it could not be written, so `undo` tries git or quarantines it."""
         src = self.where.get(path)
         if src is None:
             return False
@@ -141,6 +145,7 @@ class Backup:
             return False
 
     def close(self) -> None:
+        """Remove the copies, once the run is over and nothing will be restored from them."""
         shutil.rmtree(self.dir, ignore_errors=True)
 
 

@@ -13,6 +13,9 @@ from typing import Any, Optional
 
 @dataclass(frozen=True)
 class Job:
+    """What `orchestrate` needs to run one claim: plain data only, so `job_to_dict` can hand it to rank
+    processes as JSON."""
+
     claim: Any                      # claimbench.spec.claim.Claim (pydantic, frozen)
     root: Path
     device: str                     # where the claim runs: "cuda" | "cpu"
@@ -31,6 +34,9 @@ class Job:
 
 @dataclass(frozen=True)
 class ClaimRun:
+    """What the orchestrator observed of one claim, for the runner's verdict; ``outcome`` None means it
+    ran to the end."""
+
     outcome: Optional[str] = None               # "error" | "timeout" | None
     outcome_reason: str = ""
     rejections: tuple[str, ...] = ()
@@ -51,6 +57,7 @@ class ClaimRun:
     alone: bool = False                         # it stopped where the other ranks could not know
 
     def to_dict(self) -> dict:
+        """As plain data, for JSON: a rank process writes it and `from_dict` reads it back."""
         return asdict(self)
 
     @classmethod
@@ -64,6 +71,8 @@ class ClaimRun:
 
 
 def job_to_dict(job: Job) -> dict:
+    """``job`` as JSON-ready data (the claim as its pydantic dump, paths as text), for the launcher's
+    job.json; `job_from_dict` undoes it."""
     d = {k: getattr(job, k) for k in Job.__dataclass_fields__}
     d["claim"] = job.claim.model_dump(mode="json")
     d["root"] = str(job.root)
@@ -72,6 +81,7 @@ def job_to_dict(job: Job) -> dict:
 
 
 def job_from_dict(d: dict) -> Job:
+    """The `Job` a rank process reads back from job.json, its claim validated again."""
     from claimbench.spec.claim import Claim
 
     return Job(**{**d, "claim": Claim.model_validate(d["claim"]), "root": Path(d["root"]),

@@ -25,6 +25,9 @@ from claimbench.run.job import ClaimRun, Job, job_to_dict
 
 @dataclass(frozen=True)
 class Nodes:
+    """This node's place in a launch: ``rank`` of ``count`` nodes; the master address and port matter only
+    when ``count`` > 1."""
+
     count: int = 1
     rank: int = 0
     master_addr: Optional[str] = None

@@ -21,6 +21,8 @@ from typing import Iterator
 
 
 def lock_path(root: Path) -> Path:
+    """The project's lock file: in the system's temporary folder, named for this user and the project's
+    resolved path."""
     key = hashlib.sha256(str(Path(root).resolve()).encode()).hexdigest()[:16]
     return Path(tempfile.gettempdir()) / f"claimbench-{os.getuid()}-{key}.lock"
 

@@ -105,6 +105,7 @@ class OwnedBuffer:
         self.view = np.frombuffer(self.mm, dtype=np.uint8) if self.mm is not None else np.empty(0, np.uint8)
 
     def close(self) -> None:
+        """Unmap and close the memfd; a mapping that a numpy view still holds is left to go with the process."""
         self.view = np.empty(0, np.uint8)
         if self.mm is not None:
             try:

@@ -39,6 +39,8 @@ class TensorItem(_Model):
 
 
 class ScalarItem(_Model):
+    """A plain number, bool, string or None among the items, in the place of an operand or output."""
+
     item: Literal["scalar"] = "scalar"
     value: Scalar
 
@@ -106,6 +108,9 @@ class DistSpec(_Model):
 
 # -- orchestrator -> side -------------------------------------------------------------------
 class Load(_Msg):
+    """Orchestrator to a new side, first: import this ``role``'s claim code (``refs``) to run on ``device``
+    in ``dtype``, with the kernel's ``forbidden`` ops and, for CUDA, its timer; answered by `Loaded`."""
+
     kind: Literal["load"] = "load"
     role: Role
     root: str
@@ -118,18 +123,26 @@ class Load(_Msg):
 
 
 class MakeInputs(_Msg):
+    """Orchestrator to the task side: call ``workload.inputs`` with ``seed`` and ``params``; answered by
+    `Inputs`, which names the new input set."""
+
     kind: Literal["make_inputs"] = "make_inputs"
     seed: int
     params: dict[str, Scalar]
 
 
 class Reference(_Msg):
+    """Orchestrator to the task side: the float64 reference for input set ``set_id`` after ``edits``
+    (applied in order); answered by `Arrays`."""
+
     kind: Literal["reference"] = "reference"
     set_id: int
     edits: list[Edit] = []
 
 
 class Drop(_Msg):
+    """Orchestrator to the task side: forget input set ``set_id``; answered by `Done`."""
+
     kind: Literal["drop"] = "drop"
     set_id: int
 
@@ -151,6 +164,9 @@ class Refill(_Msg):
 
 
 class Call(_Msg):
+    """Orchestrator to a kernel or baseline side: call its function on the prepared operands, ``n`` times,
+    timed as ``timed`` says; answered by `Called`."""
+
     kind: Literal["call"] = "call"
     n: Annotated[int, Field(ge=1, le=1 << 22)] = 1
     timed: Literal["none", "cpu", "cuda"] = "none"
@@ -168,6 +184,9 @@ class Emit(_Msg):
 
 
 class ShowOperands(_Msg):
+    """Orchestrator to a calling side: where its prepared operands are now, so their bytes can be
+    compared before and after a call (a kernel must not change its inputs); answered by `Prepared`."""
+
     kind: Literal["show_operands"] = "show_operands"
 
 
@@ -178,6 +197,8 @@ class Release(_Msg):
 
 
 class Ping(_Msg):
+    """A liveness check; a side answers `Pong` before `Load` as well as after."""
+
     kind: Literal["ping"] = "ping"
 
 
@@ -188,27 +209,42 @@ class StreamCheck(_Msg):
 
 
 class StreamChecked(_Msg):
+    """A CUDA side's answer to `StreamCheck`: ``ok``, or ``why`` not (it becomes one of the claim's
+    problems)."""
+
     kind: Literal["stream_checked"] = "stream_checked"
     ok: bool
     why: ShortText = ""
 
 
 class Probe(_Msg):
+    """Orchestrator to a calling side, after loading and between timed rounds: its thread and mode
+    settings; answered by `Probed`."""
+
     kind: Literal["probe"] = "probe"
 
 
 class Bye(_Msg):
+    """Orchestrator to the fork server when closing it: kill every process and exit; a side that gets
+    it exits too."""
+
     kind: Literal["bye"] = "bye"
 
 
 # -- side -> orchestrator -------------------------------------------------------------------
 class Ready(_Msg):
+    """The first message of a fork server or a side: its pid as it sees itself (inside bwrap, the
+    sandbox's PID namespace) and its library versions, for the record."""
+
     kind: Literal["ready"] = "ready"
     pid: int
     versions: dict[str, Optional[str]] = {}
 
 
 class Loaded(_Msg):
+    """A side's answer to `Load`: its claim code is imported; ``sources`` go into the record, and a CUDA
+    side says what its timer does before each sample."""
+
     kind: Literal["loaded"] = "loaded"
     sources: list[str] = []               # project files the side's modules were loaded from
     flush_bytes: Optional[int] = None     # CUDA sides: the L2 flush buffer
@@ -216,6 +252,9 @@ class Loaded(_Msg):
 
 
 class Inputs(_Msg):
+    """The task side's answer to `MakeInputs`: the new set's id and its items, tensors in the memfds
+    passed alongside."""
+
     kind: Literal["inputs"] = "inputs"
     set_id: int
     items: list[Item]
@@ -229,11 +268,16 @@ class Arrays(_Msg):
 
 
 class Prepared(_Msg):
+    """A calling side's answer to `Operands` or `ShowOperands`: where each prepared operand lives."""
+
     kind: Literal["prepared"] = "prepared"
     operands: list[Optional[Buffer]]      # None for a scalar operand
 
 
 class Called(_Msg):
+    """A calling side's answer to `Call`: where its outputs are, its own timings and what a traced call
+    saw (``ops``, ``problems``); all of it evidence only."""
+
     kind: Literal["called"] = "called"
     outputs: list[Buffer]
     side_us: float                        # the side's own clock over the n calls: evidence only
@@ -245,11 +289,15 @@ class Called(_Msg):
 
 
 class Outputs(_Msg):
+    """A calling side's answer to `Emit`: where the staged copies of the last call's outputs are."""
+
     kind: Literal["outputs"] = "outputs"
     outputs: list[Buffer]
 
 
 class Pong(_Msg):
+    """A side's answer to `Ping`."""
+
     kind: Literal["pong"] = "pong"
 
 
@@ -265,6 +313,8 @@ class Probed(_Msg):
 
 
 class Done(_Msg):
+    """The answer to a request with nothing to report (`Drop`, `Refill`, `Release`, `KillAll`)."""
+
     kind: Literal["done"] = "done"
 
 
@@ -279,6 +329,8 @@ class Spawn(_Msg):
 
 
 class Spawned(_Msg):
+    """The fork server's answer to `Spawn`: the new side's pid, which the orchestrator maps to its own."""
+
     kind: Literal["spawned"] = "spawned"
     pid: int                                   # as the server sees it (its PID namespace)
 

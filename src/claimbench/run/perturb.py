@@ -82,6 +82,7 @@ def apply_to_bytes(view: np.ndarray, edit: m.Edit, size: int) -> None:
 
 
 def edit_indices(edit: m.Edit) -> np.ndarray:
+    """The flat element indices of ``edit``, decoded from its hex of little-endian int64."""
     return np.frombuffer(bytes.fromhex(edit.indices), "<i8")
 
 

@@ -25,6 +25,9 @@ from claimbench.run.sandbox import Sandbox
 
 
 class ForkServer:
+    """The sandboxed process that imports torch once and forks every side from it, spoken to over
+    ``ctl``; a run keeps it for the claims that share its sandbox and import-time environment."""
+
     def __init__(self, root: Path, env: dict, sandbox: Sandbox, log_path: Path) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         log_path.parent.mkdir(parents=True, exist_ok=True)
@@ -40,6 +43,8 @@ class ForkServer:
         self.pid_inside: Optional[int] = None
 
     def wait_ready(self, timeout_s: float = 180.0) -> None:
+        """Block until the server says `Ready` (its imports are done), once; a server that died says
+        why from the last line of its log."""
         if self.ready is None:
             try:
                 reply, fds = self.ctl.recv(timeout_s)
@@ -62,10 +67,13 @@ class ForkServer:
         return host_pid(self.pid_inside or 0, census.tree([self.proc.pid]))
 
     def alive(self) -> bool:
+        """Whether the process we started for the server is still running."""
         return self.proc.poll() is None
 
     def spawn(self, role: m.Role, env: dict, log_fd: int, max_memory_bytes: Optional[int],
               timeout_s: float = 60.0) -> "SideProcess":
+        """Fork a ``role`` side with its own channel and ``log_fd``, and wait for its `Ready`; a refusal
+        by the server is a ProtocolError."""
         self.wait_ready()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         try:
@@ -105,6 +113,8 @@ class ForkServer:
             self.close()
 
     def close(self) -> None:
+        """Say `Bye`, then SIGKILL the server's whole tree and group and reap it; safe on a server
+        already gone."""
         try:
             self.ctl.send(m.Bye())
         except (ChannelClosed, OSError):
@@ -150,6 +160,8 @@ class SideProcess:
         self.idle_cpu_s = 0.0       # CPU its processes used while stopped: none, unless freezing failed
 
     def members(self) -> list[int]:
+        """Every process of this side now: its process group and, by parent links, descendants that
+        left it."""
         table = census.all_stats()
         group = [p for p, s in table.items() if s.pgid == self.pid]
         return sorted(set(census.tree([self.pid], table)) | set(group))
@@ -162,6 +174,8 @@ class SideProcess:
         return mem
 
     def freeze(self) -> None:
+        """SIGSTOP the side's group and its detached descendants and note their CPU time, so work done
+        while stopped shows at `thaw`."""
         try:
             os.killpg(self.pid, signal.SIGSTOP)
         except (ProcessLookupError, PermissionError):
@@ -173,6 +187,7 @@ class SideProcess:
         self.cpu_at_freeze = census.cpu_seconds([self.pid, *self.extra])
 
     def thaw(self) -> None:
+        """SIGCONT the side, first adding the CPU its processes used while stopped to ``idle_cpu_s``."""
         if self.cpu_at_freeze is not None:
             self.idle_cpu_s += max(0.0, census.cpu_seconds([self.pid, *self.extra]) - self.cpu_at_freeze)
             self.cpu_at_freeze = None
@@ -195,6 +210,7 @@ class SideProcess:
         return False
 
     def alive(self) -> bool:
+        """Whether the side's main process still exists and is not a zombie."""
         s = census.stat(self.pid)
         return s is not None and s.state not in ("Z", "X")
 

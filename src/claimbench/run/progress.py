@@ -13,6 +13,9 @@ from typing import Callable
 
 
 class PlainProgress:
+    """Progress as lines with the time since ``t0`` (logs, CI); timing-round and ceilings lines at
+    most one every 2 s."""
+
     def __init__(self, t0: float, stream=None) -> None:
         self.t0, self.last_round, self.stream = t0, 0.0, stream or sys.stderr
 
@@ -25,6 +28,7 @@ class PlainProgress:
         print(f"[{now - self.t0:7.1f}s] {_printable(msg)}", file=self.stream, flush=True)
 
     def close(self) -> None:
+        """Nothing to stop: every line is printed already."""
         pass
 
 
@@ -49,6 +53,7 @@ class RichProgress:
         self.status.update(escape(f"{time.monotonic() - self.t0:6.1f}s  {_printable(msg)}"))
 
     def close(self) -> None:
+        """Stop the live status line at the end of the command."""
         self.status.stop()
 
 
@@ -58,6 +63,8 @@ def _printable(msg: str) -> str:
 
 
 def make(t0: float, quiet: bool) -> Callable[[str], None]:
+    """The ``say`` callback of a run: silent when ``quiet``, a live rich line on a terminal, plain lines
+    otherwise."""
     if quiet:
         return lambda msg: None
     if sys.stderr.isatty():

@@ -27,6 +27,8 @@ SIDES = ("kernel", "baseline")
 
 @dataclass(frozen=True)
 class TimingConfig:
+    """The protocol's settings, with GPU defaults (`for_device` gives CPU's); recorded whole as PairTiming.config."""
+
     warmup_s: float = 1.0            # GPU default; CPU default 0.2 (see for_device)
     min_samples: int = 10            # kept samples per side before the rse rule may stop
     max_samples: int = 2000          # taken samples per side (kept + dropped)
@@ -42,6 +44,8 @@ class TimingConfig:
 
     @classmethod
     def for_device(cls, device: str, **overrides: Any) -> "TimingConfig":
+        """Defaults for ``device`` (CPU: 0.2 s warm-up, no L2 flush, 50 us blocks; GPU: 0.05 s re-warm per round),
+        then ``overrides``, the run's own timing settings."""
         # CPU: 50 us blocks keep timer overhead (~0.1 us) under 0.5% while timing each call of
         # 50 us or more on its own, so every timed output is poisoned before the next call.
         base = {"warmup_s": 0.2, "cold": False, "min_block_us": 50.0} if device == "cpu" else {"rewarm_s": 0.05}
@@ -65,15 +69,26 @@ _Fn_contra = TypeVar("_Fn_contra", contravariant=True)
 
 
 class Timer(Protocol[_Fn_contra]):
+    """What measure_pair times with: CpuTimer in-process, CudaEventTimer inside a CUDA side, and the
+    orchestrator's RemoteTimer (run/timed.py), whose `fn` is a side's name rather than a function."""
+
     name: str                      # "cuda-event" | "perf_counter_ns"
     mode: str                      # "cold" | "hot" | "cpu"
     flush_bytes: Optional[int]
     l2_reset: Optional[bool]
     calls_per_block: dict[str, int]
 
-    def call(self, fn: _Fn_contra) -> Any: ...            # untimed, completed call
-    def calibrate(self, side: str, fn: _Fn_contra) -> int: ...  # returns calls made
-    def sample(self, side: str, fn: _Fn_contra) -> Sample: ...
+    def call(self, fn: _Fn_contra) -> Any:
+        """An untimed call, returned once complete: CpuTimer just calls, CudaEventTimer synchronizes the
+        device after, RemoteTimer makes one exchange with the side and returns its reply."""
+
+    def calibrate(self, side: str, fn: _Fn_contra) -> int:
+        """Sets calls_per_block[side] and returns the calls made: CpuTimer doubles a block to min_block_us,
+        CudaEventTimer keeps 1 when cold and grows a hot block, RemoteTimer first times null calls."""
+
+    def sample(self, side: str, fn: _Fn_contra) -> Sample:
+        """One timed block, per call: CpuTimer's perf_counter_ns, CudaEventTimer's events after an L2 flush
+        (cold), RemoteTimer's exchange with the side, bracketed by the orchestrator's clock."""
 
 
 class CpuTimer:
@@ -91,6 +106,7 @@ class CpuTimer:
         self.calls_per_block: dict[str, int] = {}
 
     def call(self, fn: Callable[[], Any]) -> Any:
+        """A CPU call is complete when it returns: nothing to wait for."""
         return fn()
 
     def _block_ns(self, fn: Callable[[], Any], n: int) -> tuple[int, Any]:
@@ -101,6 +117,8 @@ class CpuTimer:
         return _NOW() - t0, out
 
     def calibrate(self, side: str, fn: Callable[[], Any]) -> int:
+        """Doubles a block from one call until it lasts min_block_us (or reaches max_calls) and keeps that
+        size for ``side``; returns every call made, all of them warm-up."""
         n, made = 1, 0
         while True:
             ns, _ = self._block_ns(fn, n)
@@ -112,6 +130,7 @@ class CpuTimer:
         return made
 
     def sample(self, side: str, fn: Callable[[], Any]) -> Sample:
+        """One block of the calibrated size under perf_counter_ns; `us` is per call, `out` the last call's."""
         n = self.calls_per_block.get(side, 1)
         ns, out = self._block_ns(fn, n)
         return Sample(us=ns / n / 1000.0, out=out, calls=n)
@@ -139,6 +158,9 @@ class SideSamples:
 
 @dataclass(frozen=True)
 class PairTiming:
+    """All measure_pair found for one kernel/baseline pair, with the timer and settings it ran under;
+    orchestrate stores it as the claim's `timing`."""
+
     kernel: SideSamples
     baseline: SideSamples
     warmup_s: float
@@ -155,6 +177,7 @@ class PairTiming:
     config: dict[str, Any] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
+        """Nested plain data (dataclasses.asdict), as the run's JSON carries it."""
         return asdict(self)
 
 

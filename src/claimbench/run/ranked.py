@@ -48,6 +48,8 @@ def tagged(lists: list[list[str]]) -> list[str]:
 
 
 def topology(world: int, nodes: int, backend: str, gpu_uuids: list[str], nccl_version: str | None) -> dict:
+    """The record's topology: interconnect "network" across nodes, else NVLink or PCIe as NVML reports it
+    ("unknown" without NVML), and "none" when no GPU took part."""
     topo: dict[str, Any] = {"world_size": world, "nodes": nodes, "backend": backend, "nccl_version": nccl_version,
                             "interconnect": "none", "gpus": gpu_uuids}
     if gpu_uuids:

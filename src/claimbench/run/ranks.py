@@ -26,6 +26,8 @@ from claimbench.run.servers import server_env
 
 
 def main(argv: list[str]) -> int:
+    """One rank's run of ``argv[1]``, the job folder: reads job.json, keeps rank<N>.json current, rank 0 writes
+    result.json. Never returns: exits 1 when this rank failed or stopped alone, so the launcher ends the group."""
     out = Path(argv[1])
     spec = json.loads((out / "job.json").read_text())
     rank = int(os.environ.get("RANK", "0"))

@@ -23,12 +23,16 @@ from typing import Optional
 
 @dataclass(frozen=True)
 class Sandbox:
+    """The sandbox a fork server's processes run in and what it lets through; `kind` goes into the record."""
+
     kind: str                      # "bwrap" | "none"
     why: str = ""                  # why not bwrap, when kind is "none"
     cuda: bool = False
     network: bool = False
 
     def wrap(self, argv: list[str], root: Path) -> list[str]:
+        """``argv`` behind bwrap's options (unchanged when kind is "none"): read-only /, private /tmp with a
+        project or venv under /tmp still visible, HOME and caches in /tmp, working directory ``root``."""
         if self.kind != "bwrap":
             return argv
         opts = ["bwrap", "--die-with-parent", "--new-session", "--unshare-pid", "--unshare-ipc", "--unshare-uts",
@@ -70,7 +74,7 @@ def choose(mode: str, *, cuda: bool, network: bool = False) -> Sandbox:
 
 
 class SandboxUnavailable(Exception):
-    pass
+    """--sandbox bwrap was asked for and bwrap cannot run here; "auto" falls back to none instead."""
 
 
 _PROBE: Optional[tuple[bool, str]] = None
@@ -95,6 +99,7 @@ def bwrap_works() -> tuple[bool, str]:
 
 
 def nvidia_devices() -> list[str]:
+    """The /dev/nvidia* nodes present, sorted: what a CUDA claim's driver opens (wrap binds all of /dev for it)."""
     return sorted(glob.glob("/dev/nvidia*"))
 
 

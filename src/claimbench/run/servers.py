@@ -45,6 +45,9 @@ def server_env(threads: int | None, side_env: dict | None = None) -> dict:
 
 
 class Servers:
+    """One `run`'s fork servers, keyed by sandbox and import-time environment, and its backups; as a
+    context manager it closes all of them at the end."""
+
     def __init__(self, root: Path, opts) -> None:
         self.root, self.opts = root, opts
         self.running: dict[tuple, ForkServer] = {}
@@ -70,9 +73,12 @@ class Servers:
         return self.backups[key]
 
     def sandbox(self, cuda: bool, network: bool = False) -> Sandbox:
+        """The sandbox the run's --sandbox gives a claim; raises SandboxUnavailable when bwrap is required
+        and cannot run."""
         return choose(self.opts.sandbox, cuda=cuda, network=network)
 
     def start_early(self, side_env: dict | None = None) -> None:
+        """Starts the non-CUDA server before hardware detection, so its torch import overlaps that work."""
         self.get(self.sandbox(cuda=False), side_env)
 
     def get(self, sandbox: Sandbox, side_env: dict | None = None) -> ForkServer:
@@ -89,5 +95,6 @@ class Servers:
         return server
 
     def wait_ready(self) -> None:
+        """Waits for every started server's imports, so they do not share the cores with a measurement."""
         for server in self.running.values():
             server.wait_ready()

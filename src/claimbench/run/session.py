@@ -40,6 +40,7 @@ class InputSet:
     raw: list[Optional[np.ndarray]]
 
     def nbytes(self) -> int:
+        """Bytes of the set's tensors (scalars count none); orchestrate adds the outputs' for `tensor_bytes`."""
         return sum(r.size for r in self.raw if r is not None)
 
 
@@ -53,12 +54,16 @@ class OwnedOperands:
     prepared: list = field(default_factory=list)
 
     def close(self) -> None:
+        """Closes our memfds: when the side is given new operands, and when the session closes."""
         for b in self.buffers:
             if b is not None:
                 b.close()
 
 
 class ClaimSession:
+    """One claim's sides by role (task, kernel, baseline; orchestrate starts them) and the operands given
+    to each, under one deadline. Every request to a side goes through `exchange`."""
+
     def __init__(self, server: ForkServer, deadline: float) -> None:
         self.server, self.deadline = server, deadline
         self.sides: dict[str, SideProcess] = {}
@@ -66,12 +71,15 @@ class ClaimSession:
 
     # -- exchanges -------------------------------------------------------------------------
     def left(self) -> float:
+        """Seconds to the claim's deadline, which bounds every wait; raises ClaimEnded("timeout") once past."""
         left = self.deadline - time.monotonic()
         if left <= 0:
             raise ClaimEnded("timeout", "the claim's time limit ran out")
         return left
 
     def exchange(self, role: str, msg: m.Message, expect: type, fds: tuple[int, ...] = ()):
+        """One request to ``role`` and its ``expect`` reply as (reply, fds), the side thawed only meanwhile;
+        a Failed reply ends the claim with the side's verdict."""
         side = self.sides[role]
         side.thaw()
         try:
@@ -90,6 +98,8 @@ class ClaimSession:
         return read_buffer(side.pid, buf)
 
     def read_raw(self, role: str, buf: m.Buffer) -> np.ndarray:
+        """The undecoded bytes a reported buffer spans (from dtype, shape and strides), read while the side is
+        stopped: for bytewise comparisons and for outputs decoded later."""
         side = self.sides[role]
         if not side.wait_stopped():
             raise ClaimEnded("error", f"the {role} side did not stop when told to")
@@ -97,6 +107,8 @@ class ClaimSession:
 
     # -- the task side -----------------------------------------------------------------------
     def make_inputs(self, seed: int, params: dict) -> InputSet:
+        """A new input set from the task side's `workload.inputs`; we keep private copies of its bytes, and
+        the task side keeps the set itself until `drop`."""
         reply, fds = self.exchange("task", m.MakeInputs(seed=seed, params=params), m.Inputs)
         try:
             raw = [map_readonly(fds[it.fd], it.nbytes) if isinstance(it, m.TensorItem) else None for it in reply.items]
@@ -106,6 +118,8 @@ class ClaimSession:
         return InputSet(reply.set_id, list(reply.items), raw)
 
     def reference(self, inputs: InputSet, edits: Sequence[m.Edit] = ()) -> list[np.ndarray]:
+        """The task side's float64 reference for ``inputs`` with ``edits`` applied in order (a timed sample's
+        perturbations); anything but float64 tensors ends the claim as an error."""
         reply, fds = self.exchange("task", m.Reference(set_id=inputs.set_id, edits=list(edits)), m.Arrays)
         try:
             out = []
@@ -119,6 +133,7 @@ class ClaimSession:
                 os.close(fd)
 
     def drop(self, inputs: InputSet) -> None:
+        """Lets the task side forget an input set; our copies in ``inputs`` stay usable."""
         self.exchange("task", m.Drop(set_id=inputs.set_id), m.Done)
 
     # -- the calling sides -------------------------------------------------------------------
@@ -148,6 +163,8 @@ class ClaimSession:
         return ops
 
     def call(self, role: str, msg: m.Call) -> m.Called:
+        """One call of ``role`` on the operands it was given, as ``msg`` asks; its outputs stay alive on the
+        side until `release` or the next call."""
         reply, _ = self.exchange(role, msg, m.Called)
         return reply
 
@@ -185,12 +202,15 @@ class ClaimSession:
         return buf
 
     def release(self, role: str) -> None:
+        """Has ``role`` poison and free its last outputs, so memory handed out again holds no answer."""
         self.exchange(role, m.Release(), m.Done)
 
     def probe(self, role: str) -> m.Probed:
+        """What ``role`` says of itself now (thread settings, active torch modes, autotune picks): evidence only."""
         return self.exchange(role, m.Probe(), m.Probed)[0]
 
     def members(self) -> dict[str, list[int]]:
+        """Each role's processes now, its process group and descendants, as /proc shows them."""
         return {role: side.refresh() for role, side in self.sides.items()}
 
     def close(self) -> None:
@@ -203,4 +223,5 @@ class ClaimSession:
 
 
 def total_cpu_s(pids: list[int]) -> float:
+    """User plus system seconds these processes used, all threads counted (census.cpu_seconds)."""
     return census.cpu_seconds(pids)

@@ -53,6 +53,8 @@ class Bracket:
     violations: list = field(default_factory=list)
 
     def summary(self) -> dict:
+        """The record's `bracket`: null calls, CPU use, per side the median bracket, side figure and event gap,
+        the null subtracted, and the first 10 violations."""
         out: dict[str, Any] = {"null_us": self.null_us, "null_iqr_us": self.null_iqr_us, "unresolved": self.unresolved,
                                "busy_cpu_s": self.busy_cpu_s, "idle_cpu_s": self.idle_cpu_s}
         for side in ("kernel", "baseline"):
@@ -117,6 +119,8 @@ class RemoteTimer:
         return reply, (t1 - t0) / 1000.0
 
     def call(self, side: str) -> Any:
+        """An untimed call as one exchange with the side named ``side``; its outputs are released before the
+        next exchange. Returns the side's Called reply."""
         reply, _ = self._exchange(side, m.Call())
         return reply
 
@@ -149,6 +153,8 @@ class RemoteTimer:
         self.bracket.null_iqr_us[side] = xs[3 * len(xs) // 4] - xs[len(xs) // 4]
 
     def calibrate(self, side: str, fn: Any) -> int:
+        """Times the side's null calls first. Cold CUDA keeps one call per sample; CPU and hot double a block
+        (median of three samples per size) until it lasts `block_target`. Returns the calls made."""
         self._null(side)
         if self.mode == "cold":
             self.calls_per_block[side] = 1
@@ -174,6 +180,8 @@ class RemoteTimer:
         return self.coord.max([target])[0] if self.coord.world > 1 else target
 
     def sample(self, side: str, fn: Any, record: bool = True) -> Sample:
+        """One exchange timed from here. CPU: the orchestrator's bracket less the smaller null median, per call;
+        CUDA: the side's events, held to the bracket. With ranks, the slowest; ``record=False`` keeps no figures."""
         n = self.calls_per_block.get(side, 1)
         edits = self.hooks.take_edits(side) if self.hooks is not None and self.device != "cpu" else []
         timed: Literal["cpu", "cuda"] = "cpu" if self.device == "cpu" else "cuda"
@@ -246,6 +254,8 @@ class Rechecks:
 
     # -- rounds ----------------------------------------------------------------------------
     def before_round(self, r: int) -> None:
+        """Checks the last round, gives both sides round ``r``'s inputs in fresh memfds, then rejects the claim
+        if its processes, pinning or thread settings changed, or ends it past --max-memory."""
         self.finish_round()
         if self.shape_after_warmup is None:
             self.shape_after_warmup = self._shape()
@@ -288,6 +298,8 @@ class Rechecks:
         return out
 
     def take_load_reference(self) -> None:
+        """Records the sides' process shape and thread settings now, the baseline later rounds are held to
+        (orchestrate sets the same fields from its `_load_reference`)."""
         self.shape_after_load, self.settings_after_load = self._shape(), self._settings()
 
     def _shape(self) -> dict:
@@ -309,6 +321,8 @@ class Rechecks:
         return getattr(self.claim, role).prepare is not None
 
     def before_sample(self, side: str, r: int) -> None:
+        """Perturbs the inputs before a kernel sample; a side with `prepare` re-derives its operands from them
+        (a Refill, untimed) before its next sample."""
         if side == "kernel" and self.inputs is not None:
             self._perturb()
         if side in self.stale:  # its `prepare` must see the inputs as they are now (untimed)
@@ -338,10 +352,13 @@ class Rechecks:
         self.stale |= {role for role in ("kernel", "baseline") if self._prepared(role)}
 
     def take_edits(self, side: str) -> list[m.Edit]:
+        """The perturbations not yet sent to ``side``, handed over once: a CUDA side applies them itself."""
         out, self.pending[side] = self.pending[side], []
         return out
 
     def after_sample(self, side: str, r: int, out: Any) -> None:
+        """Keeps a kernel sample's outputs as a candidate for the round's check (CPU: every one; CUDA: about one
+        a round, drawn before staging), then releases the side's outputs."""
         if side == "kernel" and isinstance(out, m.Called):
             if self.device == "cpu":  # every output is read: the kernel cannot know which one counts
                 raws = [self.s.output_raw("kernel", i, b) for i, b in enumerate(out.outputs)]
@@ -354,6 +371,8 @@ class Rechecks:
         self.timer.unreleased.discard(side)
 
     def finish_round(self) -> None:
+        """Draws one candidate of the round, after its calls returned, and checks it against a fresh reference
+        with that sample's edits; a mismatch goes to `failures`."""
         if self.inputs is None or not self.candidates:
             self.candidates = []
             return

@@ -21,12 +21,15 @@ from claimbench.verify import accuracy, codec, nullmodels
 
 
 def shapes(claim, measured: bool) -> list[dict]:
+    """The params to check: the measured shape first when measured, then each check shape over it; never empty."""
     base = dict(claim.workload.params)
     checks = [{**base, **c} for c in claim.workload.check_params]
     return ([base] if measured else []) + checks or [base]
 
 
 def seed_check(s: ClaimSession, claim, seeds: list[int], measured: bool, coord=None) -> list[str]:
+    """Rejects a claim whose `make_inputs` gives identical inputs for two seeds: a kernel could replay them.
+    With several ranks every rank returns every rank's findings."""
     params = shapes(claim, measured)[0]
     a, b = s.make_inputs(seeds[0], params), s.make_inputs(seeds[1], params)
     same = all((x is None and y is None) or (x is not None and y is not None and x.tobytes() == y.tobytes())

@@ -23,6 +23,9 @@ _NOW = time.perf_counter_ns  # bound before any claim module is imported
 
 
 class CallerSide:
+    """The kernel or baseline side: its `impl` and `prepare`, the operands it was given, its last outputs
+    (poisoned on release), and its CUDA timer when the orchestrator sent a TimerSpec."""
+
     def __init__(self, load: Callable[[str, str], Callable], msg: m.Load) -> None:
         self.role, self.device = msg.role, msg.device
         self.key = f"{msg.role}.impl"
@@ -48,6 +51,8 @@ class CallerSide:
         torch.backends.cudnn.allow_tf32 = msg.dtype == "tf32"
 
     def handle(self, msg: Any, fds: list[int]) -> tuple[m.Message, list[int]]:
+        """One request answered, with no fds back; a message a calling side does not take raises TypeError,
+        which `serve` returns as Failed."""
         if isinstance(msg, m.Operands):
             return self._operands(msg, fds), []
         if isinstance(msg, m.Refill):

@@ -26,6 +26,7 @@ class ClaimCodeError(Exception):
 
 
 def where(fn: Callable) -> str:
+    """Where ``fn`` is defined, as file:line from kernels/ on (or its name), for messages about claim code."""
     code = getattr(fn, "__code__", None)
     if code is None:
         return getattr(fn, "__qualname__", repr(fn))
@@ -39,6 +40,7 @@ def _short(path: str) -> str:
 
 
 def describe(args: tuple, kwargs: dict) -> str:
+    """The call's arguments in short (tensors as dtype, shape, device), for the error when ``fn`` cannot take them."""
     def one(x: Any) -> str:
         if isinstance(x, torch.Tensor):
             return f"Tensor({str(x.dtype).replace('torch.', '')}, {'x'.join(map(str, x.shape)) or 'scalar'}, {x.device.type})"
@@ -72,6 +74,8 @@ def mode_depths() -> tuple[int, int]:
 
 
 def normalize_outputs(value: Any, key: str) -> tuple[torch.Tensor, ...]:
+    """Claim code's return value as a tuple of exact, attribute-free tensors; anything else is rejected
+    as a ClaimCodeError naming ``key``."""
     if type(value) is torch.Tensor:
         items: tuple = (value,)
     elif type(value) in (tuple, list):

@@ -14,6 +14,8 @@ from claimbench.run import messages as m
 
 
 def make_timer(spec: m.TimerSpec):
+    """The CudaEventTimer for a CUDA side, from the orchestrator's TimerSpec, with NVML when it opens (else
+    samples carry no clocks or throttle bits)."""
     from claimbench.machine.detect import Nvml
     from claimbench.side.cuda_timer import CudaEventTimer
 

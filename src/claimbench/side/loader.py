@@ -15,10 +15,12 @@ from claimbench.gate.srcgraph import split_ref
 
 
 class LoadError(Exception):
-    pass
+    """A claim ref that does not name a callable in a project file under kernels/; reported as the claim's error."""
 
 
 def load(root: Path, ref: str) -> Callable:
+    """The function ``ref`` names, its file imported as a kernels module; refuses a file outside kernels/ and
+    a module that was imported from anywhere but the project."""
     file, func = split_ref(ref)
     path = (root / file).resolve()
     kernels = (root / "kernels").resolve()

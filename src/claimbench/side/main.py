@@ -19,6 +19,8 @@ from claimbench.side.calls import ClaimCodeError
 
 
 def serve(sock: socket.socket, role: str) -> None:
+    """The side's loop on ``sock``: Ready, then one reply per request until Bye or a closed channel, when
+    the process exits. A failure is replied as Failed, never raised."""
     ch = Channel(sock, "orchestrator")
     ch.send(m.Ready(pid=os.getpid(), versions=_versions()))
     handler: Any = None

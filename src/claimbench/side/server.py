@@ -32,6 +32,8 @@ def _prctl(option: int, value: int) -> None:
 
 
 def main(argv: list[str]) -> int:
+    """The fork server's loop on fd ``argv[1]``: one side forked per Spawn whose import-time environment is
+    its own, and every child killed on KillAll, Bye or a lost orchestrator."""
     ctl_fd = int(argv[1])
     _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)  # the orchestrator gone: so are we
     _prctl(PR_SET_CHILD_SUBREAPER, 1)

@@ -19,6 +19,9 @@ from claimbench.side.calls import call_claim_code, normalize_outputs
 
 
 class TaskSide:
+    """The task side: `workload.inputs` and the reference (or the baseline, on float64), and every input
+    set it made, pristine, by id until dropped."""
+
     def __init__(self, load: Callable[[str, str], Callable], msg: m.Load) -> None:
         refs = msg.refs
         self.device, self.dtype = msg.device, msg.dtype
@@ -36,6 +39,7 @@ class TaskSide:
         self.next_id = 0
 
     def handle(self, msg: Any, fds: list[int]) -> tuple[m.Message, list[int]]:
+        """MakeInputs, Reference or Drop answered; the reply's memfds are closed by `serve` once sent."""
         if isinstance(msg, m.MakeInputs):
             return self._make(msg)
         if isinstance(msg, m.Reference):

@@ -23,6 +23,7 @@ NAMES = {v: k for k, v in DTYPES.items()}
 
 
 def dtype_name(dt: torch.dtype) -> str:
+    """The dtype's name as messages carry it; TypeError for a dtype the harness cannot check."""
     try:
         return NAMES[dt]
     except KeyError:

@@ -95,6 +95,7 @@ def traced_call(thunk: Callable[[], Any], *, forbidden: Iterable[str], baseline_
 
 
 def new_threads(before: set, grace_s: float = 0.05) -> list[str]:
+    """Threads started since ``before`` still running after a short grace: claim code must not leave any."""
     deadline = time.monotonic() + grace_s
     while True:
         extra = [t for t in threading.enumerate() if t not in before and t.is_alive()]
