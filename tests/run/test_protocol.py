@@ -11,7 +11,7 @@ import weakref
 import pytest
 
 from claimbench.run import protocol as timing
-from claimbench.run.protocol import CpuTimer, PairTiming, TimingConfig, measure_pair, rse_of_median
+from claimbench.run.protocol import CpuTimer, PairTiming, TimingConfig, measure_pair
 from claimbench.side.cuda_timer import CudaEventTimer, stream_check
 
 
@@ -265,14 +265,6 @@ def test_pair_timing_is_plain_data():
     assert d["kernel"]["median_us"] == pytest.approx(100.0) and d["baseline"]["median_us"] == pytest.approx(150.0)
     assert len(d["kernel"]["samples_us"]) == len(d["kernel"]["rounds"])
     assert d["config"]["target_rse"] == 0.005
-
-
-def test_rse_of_median():
-    assert rse_of_median([1.0]) is None
-    assert rse_of_median([2.0] * 5) == 0.0
-    xs = [1.0, 2.0, 3.0, 4.0]
-    sd = (sum((x - 2.5) ** 2 for x in xs) / 3) ** 0.5
-    assert rse_of_median(xs) == pytest.approx(1.2533 * sd / 2 / 2.5)
 
 
 def test_cpu_timer_grows_block_to_min_block(monkeypatch):

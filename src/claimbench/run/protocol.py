@@ -10,12 +10,12 @@ unit-tested on CPU with a fake timer. CUDA timing lives in timing_cuda.py.
 
 from __future__ import annotations
 
-import math
 import time
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable, Optional, Protocol, TypeVar
 
 from claimbench.machine.hardware import is_throttled
+from claimbench.stats.stopping import RseStop, quantile, rse_of_median
 
 # Bound when this module is imported, which the worker does before importing any kernel module:
 # a kernel that later patches time.perf_counter_ns cannot change what the harness reads.
@@ -181,28 +181,6 @@ class PairTiming:
         return asdict(self)
 
 
-def quantile(xs: list[float], q: float) -> float:
-    """Linear-interpolated quantile of sorted or unsorted data (numpy's default method)."""
-    s = sorted(xs)
-    pos = (len(s) - 1) * q
-    lo = math.floor(pos)
-    hi = min(lo + 1, len(s) - 1)
-    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
-
-
-def rse_of_median(xs: list[float]) -> Optional[float]:
-    """Standard error of the median relative to it: sqrt(pi/2) * sd / sqrt(n) / median."""
-    n = len(xs)
-    if n < 2:
-        return None
-    med = quantile(xs, 0.5)
-    if med <= 0:
-        return None
-    mean = sum(xs) / n
-    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
-    return 1.2533 * sd / math.sqrt(n) / med
-
-
 class _Side:
     def __init__(self, min_clock_mhz: Optional[float] = None) -> None:
         self.min_clock_mhz = min_clock_mhz
@@ -250,14 +228,10 @@ class _Side:
 def _stop_reason(acc: dict[str, _Side], cfg: TimingConfig, elapsed_s: float,
                  enough: Optional[Callable[[dict[str, "_Side"]], Optional[str]]] = None) -> Optional[str]:
     if all(len(a.kept) >= cfg.min_samples for a in acc.values()):
-        if enough is not None:  # the claim's own criterion (the CI of its metric), instead of the rse
-            why = enough(acc)
-            if why:
-                return why
-        rses = [rse_of_median(a.kept) for a in acc.values()]
-        known = [r for r in rses if r is not None]
-        if enough is None and len(known) == len(rses) and all(r < cfg.target_rse for r in known):
-            return f"rse {max(known) * 100:.2f}% < {cfg.target_rse * 100:g}%"
+        # the claim's own criterion (the CI of its metric) when it has one, else each median's rse
+        why = (enough or RseStop(cfg.target_rse))(acc)
+        if why:
+            return why
     if any(a.taken >= cfg.max_samples for a in acc.values()):
         return "max samples"
     if elapsed_s >= cfg.max_time_s:

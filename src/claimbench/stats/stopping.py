@@ -1,4 +1,8 @@
-"""When to stop taking rounds: once the claim's own CI is narrow enough to publish (issue 13).
+"""When to stop taking rounds: the two stopping criteria `run.protocol.measure_pair` takes, one per claim.
+
+`RseStop`, nvbench's rule, stops once each side's median is known to a relative standard error; it
+is the default for a claim with no rule of its own. `PrecisionStop` stops once the claim's own CI
+is narrow enough to publish (issue 13).
 
 nvbench stops a benchmark when its noise estimate is low enough; a claim's noise that matters is
 the CI of its metric (a speedup's, not each side's median's), so the rounds go on until
@@ -9,12 +13,51 @@ few and after every tenth more beyond that.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
-from typing import Optional
+from typing import Any, Mapping, Optional
+
+
+def quantile(xs: list[float], q: float) -> float:
+    """Linear-interpolated quantile of sorted or unsorted data (numpy's default method)."""
+    s = sorted(xs)
+    pos = (len(s) - 1) * q
+    lo = math.floor(pos)
+    hi = min(lo + 1, len(s) - 1)
+    return s[lo] + (s[hi] - s[lo]) * (pos - lo)
+
+
+def rse_of_median(xs: list[float]) -> Optional[float]:
+    """Standard error of the median relative to it: sqrt(pi/2) * sd / sqrt(n) / median."""
+    n = len(xs)
+    if n < 2:
+        return None
+    med = quantile(xs, 0.5)
+    if med <= 0:
+        return None
+    mean = sum(xs) / n
+    sd = math.sqrt(sum((x - mean) ** 2 for x in xs) / (n - 1))
+    return 1.2533 * sd / math.sqrt(n) / med
+
+
+@dataclass(frozen=True)
+class RseStop:
+    """Stop once every side's median has a relative standard error under ``target_rse``."""
+
+    target_rse: float
+
+    def __call__(self, acc: Mapping[str, Any]) -> Optional[str]:
+        rses = [rse_of_median(a.kept) for a in acc.values()]
+        known = [r for r in rses if r is not None]
+        if known and len(known) == len(rses) and all(r < self.target_rse for r in known):
+            return f"rse {max(known) * 100:.2f}% < {self.target_rse * 100:g}%"
+        return None
 
 
 @dataclass
 class PrecisionStop:
+    """Stop once the claim's metric has a CI half-width within 90% of the bound its verdict applies."""
+
     metric: str
     device: str
     max_ci_halfwidth: Optional[float] = None
