@@ -163,11 +163,11 @@ def _measure(claim: Claim, claim_path: Path, root: Path, *, hw: Hardware, opts: 
         if claim.hardware.count > 1:
             from claimbench.run.launch import Nodes, launch
             nodes = Nodes(claim.hardware.nodes, opts.node_rank, opts.master_addr, opts.master_port)
-            run = launch(job, claim.hardware.count, nodes, opts.sandbox, run_id, progress)
+            one = launch(job, claim.hardware.count, nodes, opts.sandbox, run_id, progress)
         else:
-            run = orchestrate(job, servers.get(sandbox, job.env), progress, stop=stop)
-        runs.append(run)
-        if run.outcome or (run.correctness or {}).get("passed") is not True:
+            one = orchestrate(job, servers.get(sandbox, job.env), progress, stop=stop)
+        runs.append(one)
+        if one.outcome or (one.correctness or {}).get("passed") is not True:
             break
     touched = _undo_file_changes(root, watched, before, opts.results, servers)
     touched_reason = ("the claim's processes changed files they must not touch: " + ", ".join(touched[:5])
