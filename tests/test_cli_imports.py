@@ -30,3 +30,13 @@ def test_check_command_is_light(tmp_path):
              f"print(json.dumps([rc, sorted(m for m in {HEAVY!r} if m in sys.modules)]))\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == [0, []]
+
+
+def test_the_parser_leaves_the_gate_unloaded():
+    """Every command builds every parser: the gate's rules and the claim model load only for the commands
+    that gate (about 0.1 s that `audit`, `publish` or `list` would pay for nothing)."""
+    probe = ("import json, sys\nimport claimbench.cli\nclaimbench.cli.build_parser()\n"
+             "print(json.dumps(sorted(m for m in ('claimbench.gate.policy', 'claimbench.gate.rules', "
+             "'claimbench.spec.claim') if m in sys.modules)))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
+    assert json.loads(out.stdout.strip().splitlines()[-1]) == []

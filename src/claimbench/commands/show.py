@@ -8,8 +8,6 @@ from __future__ import annotations
 from pathlib import Path
 
 from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
-from claimbench.gate.claimfiles import discover
-from claimbench.gate.policy import gate_all
 from claimbench.spec.project import find_root, load_listing
 
 
@@ -23,6 +21,8 @@ def register(sub) -> None:
 
 
 def run(args) -> int:
+    from claimbench.gate.claimfiles import discover
+    from claimbench.gate.policy import gate_all  # here, not at import: every command's parser loads this module
     from claimbench.spec.safetext import terminal as t
 
     if args.record:

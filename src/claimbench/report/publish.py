@@ -41,7 +41,7 @@ from claimbench.spec.display import dtype_short, format_number
 from claimbench.spec.listing import Entry, Listing, apply, parse_list, read_region
 from claimbench.spec.problem import Problem
 from claimbench.spec.safetext import markdown, plain
-from claimbench.store.atcommit import CommitFiles
+from claimbench.store.atcommit import MEMO_NAME, CommitFiles
 from claimbench.store.index import Summary, read_index
 
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
@@ -174,7 +174,7 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,
                                            cache_dir=results_dir / ".cache" if cache else None)))
     j = judge(summaries, hashes=hashes, claims_by_id=claim_ids(root), facts=_facts(checked, results_dir),
               verify=verify or (lambda ss: {}), now=now, allow_dirty=allow_dirty, tracked=tracked,
-              shown_on=_entry_line(listing, checked), cap=max_per_entry, commits=CommitFiles(root))
+              shown_on=_entry_line(listing, checked), cap=max_per_entry, commits=CommitFiles(root, memo=results_dir / ".cache" / MEMO_NAME if cache else None))
     at = shown_path(results_dir, root)
     removed = [Removal(g[0], g[1], s.path, why, g[2]) for g, s, why in superseded(j, at)]
     numbers, problems = _attach(root, list_path, results_dir, listing, j.winners(), removed, j.why_not, checked)

@@ -8,7 +8,12 @@ that commit does not hold (a git-ignored module under `kernels/build/`), or hold
 bytes, is refused by all three (issue 25).
 
 Every (commit, path) the records name is read in one `git cat-file --batch` process and kept as
-its sha256, so 100,000 records made at a handful of commits cost a handful of reads. Paths are
+its sha256, so 100,000 records made at a handful of commits cost a handful of reads. A file at a
+commit named by its full hash never changes, so `publish` and `audit` also keep those sha256s in a
+memo under `results/.cache` (local state, refused when git tracks it, like every cache there) and
+read from git only what the memo lacks; whether each commit exists is asked of git every time, since
+a commit can leave a clone (a rebase, then gc), and a file is looked up only once its commit is there.
+Paths are
 the project's own (relative to its root), read at that commit under the project's place in the
 repository: a project in a subfolder of a larger repository is checked at its own files.
 """
@@ -21,7 +26,11 @@ import subprocess
 from pathlib import Path
 from typing import Iterable, Mapping, Optional
 
+from claimbench.store.cachefile import load_json_cache, save_cache
+
 Problem = tuple  # (key, message)
+MEMO_NAME = "atcommit-v1.json"  # under results/.cache: (full commit hash:path) -> sha256 of its bytes, or None
+FULL_HASH = re.compile(r"^(?:[0-9a-f]{40}|[0-9a-f]{64}):")  # a short hash could name another commit later
 _PRESENT = "present"  # what a commit spec is kept as: it exists
 COMMIT = re.compile(r"^[0-9a-f]{7,64}$")  # a hash: never a name that moves (HEAD, main, HEAD~1)
 
@@ -29,11 +38,13 @@ COMMIT = re.compile(r"^[0-9a-f]{7,64}$")  # a hash: never a name that moves (HEA
 class CommitFiles:
     """The repository at ``root``, asked through one memo of what each commit holds."""
 
-    def __init__(self, root: Path) -> None:
+    def __init__(self, root: Path, memo: Optional[Path] = None) -> None:
         self.root = Path(root)
         self._known: dict[str, Optional[str]] = {}  # spec -> sha256 of its bytes, _PRESENT, or None
         self.repository, self.why = _prefix(self.root)
         self._shallow: Optional[bool] = None
+        self._memo_path = memo
+        self._memo = _read_memo(memo)
 
     def problem(self, commit: Optional[str], claim: tuple[str, str], sources: Mapping[str, str], *,
                 files: bool = True) -> Optional[Problem]:
@@ -81,17 +92,36 @@ class CommitFiles:
         """Read every spec not yet known, all in one `git cat-file --batch`."""
         if self.repository is None:
             return
-        todo = []
+        todo, remembered = [], []
         for s in dict.fromkeys(specs):
             if s in self._known:
                 continue
             if "\n" in s or "\r" in s:  # a record's path cannot name an object
                 self._known[s] = None
+            elif s in self._memo:
+                remembered.append(s)
             else:
                 todo.append(s)
+        # a remembered file stands only while its commit is still here, which git is always asked
+        commits = {commit_spec(s.split(":", 1)[0]) for s in remembered} - self._known.keys()
+        todo += sorted(commits - set(todo))
         for spec, data in zip(todo, git_objects(self.root, todo)):
             self._known[spec] = None if data is None else (_PRESENT if spec.endswith("^{commit}")
                                                           else hashlib.sha256(data).hexdigest())
+        for s in remembered:
+            self._known[s] = self._memo[s] if self._here(s) else None
+        if self._memo_path is None:
+            return
+        # remembered only under a commit that is here: a missing commit's files read as missing, and
+        # would stay so in the memo after the commit is fetched
+        learned = {s: self._known[s] for s in todo if FULL_HASH.match(s) and self._here(s)}
+        if learned:
+            self._memo.update(learned)
+            save_cache(self._memo_path, self._memo, stale="atcommit-*.json")
+
+    def _here(self, path_spec: str) -> bool:
+        """Whether the commit of ``path_spec`` (`commit:path`) is one this clone holds, as git said."""
+        return self._known.get(commit_spec(path_spec.split(":", 1)[0])) is not None
 
     def path_spec(self, commit: str, rel: str) -> str:
         """The git object name of the project file ``rel`` at ``commit``."""
@@ -99,7 +129,16 @@ class CommitFiles:
 
 
 def commit_spec(commit: str) -> str:
+    """The git object name that exists only when ``commit`` is a commit this clone holds."""
     return f"{commit}^{{commit}}"
+
+
+def _read_memo(path: Optional[Path]) -> dict[str, Optional[str]]:
+    """The memo's entries that have the shape it writes; anything else in the file is ignored."""
+    if path is None:
+        return {}
+    return {k: v for k, v in load_json_cache(path).items()
+            if isinstance(k, str) and FULL_HASH.match(k) and (v is None or (isinstance(v, str) and len(v) == 64))}
 
 
 def _prefix(root: Path) -> tuple[Optional[str], str]:

@@ -1,0 +1,101 @@
+"""A record against its commit, in a real git repository: the answers, and the memo that spares git
+the files it has already read (never the question whether the commit is still there)."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from claimbench.store import atcommit
+from claimbench.store.atcommit import MEMO_NAME, CommitFiles
+
+
+def _git(root: Path, *args: str) -> str:
+    return subprocess.run(["git", "-C", str(root), *args], capture_output=True, text=True, check=True).stdout.strip()
+
+
+@pytest.fixture
+def repo(tmp_path):
+    root = tmp_path / "proj"
+    (root / "claims").mkdir(parents=True)
+    (root / "kernels").mkdir()
+    (root / "claims" / "c.yaml").write_text("id: c\n")
+    (root / "kernels" / "k.py").write_text("x = 1\n")
+    _git(root, "init", "-q")
+    _git(root, "add", ".")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    return root, _git(root, "rev-parse", "HEAD")
+
+
+def _sha(root: Path, rel: str) -> str:
+    return hashlib.sha256((root / rel).read_bytes()).hexdigest()
+
+
+@pytest.fixture
+def asked(monkeypatch):
+    """Every spec git is asked for, in order."""
+    seen: list[str] = []
+    real = atcommit.git_objects
+
+    def spy(root, specs):
+        seen.extend(specs)
+        return real(root, specs)
+    monkeypatch.setattr(atcommit, "git_objects", spy)
+    return seen
+
+
+def _problem(cf: CommitFiles, root: Path, commit: str, kernel_sha: str = ""):
+    return cf.problem(commit, ("claims/c.yaml", _sha(root, "claims/c.yaml")),
+                      {"kernels/k.py": kernel_sha or _sha(root, "kernels/k.py")})
+
+
+def test_a_second_reader_takes_the_files_from_the_memo_and_still_asks_for_the_commit(repo, asked, tmp_path):
+    root, head = repo
+    memo = tmp_path / "cache" / MEMO_NAME
+    assert _problem(CommitFiles(root, memo=memo), root, head) is None
+    assert len(asked) == 3 and memo.is_file()  # the commit, the claim, the kernel
+    stored = json.loads(memo.read_text())
+    assert stored == {f"{head}:claims/c.yaml": _sha(root, "claims/c.yaml"), f"{head}:kernels/k.py": _sha(root, "kernels/k.py")}
+    asked.clear()
+    assert _problem(CommitFiles(root, memo=memo), root, head) is None
+    assert asked == [f"{head}^{{commit}}"]  # only whether the commit is still here
+    key, msg = _problem(CommitFiles(root, memo=memo), root, head, kernel_sha="0" * 64)
+    assert key == "source_sha256" and "does not have the sha256" in msg  # the memo's answer is the file's
+
+
+def test_a_remembered_file_does_not_vouch_for_a_commit_that_is_gone(repo, tmp_path):
+    root, head = repo
+    memo = tmp_path / MEMO_NAME
+    gone = "f" * 40
+    memo.write_text(json.dumps({f"{gone}:claims/c.yaml": _sha(root, "claims/c.yaml"),
+                                f"{gone}:kernels/k.py": _sha(root, "kernels/k.py")}))
+    key, msg = _problem(CommitFiles(root, memo=memo), root, gone)
+    assert key == "git_commit" and "not in this repository" in msg
+
+
+def test_short_hashes_and_malformed_entries_are_not_remembered(repo, tmp_path):
+    root, head = repo
+    memo = tmp_path / MEMO_NAME
+    assert _problem(CommitFiles(root, memo=memo), root, head[:12]) is None
+    assert not memo.exists()  # a short hash may name another commit once the history grows
+    memo.write_text(json.dumps({f"{head}:kernels/k.py": "not a sha", "HEAD:claims/c.yaml": "0" * 64}))
+    assert atcommit._read_memo(memo) == {}
+
+
+def test_without_a_memo_nothing_is_written(repo, tmp_path):
+    root, head = repo
+    assert _problem(CommitFiles(root), root, head) is None
+    assert not list(tmp_path.rglob("atcommit-*.json"))
+
+
+def test_files_of_a_missing_commit_are_not_remembered_as_missing(repo, tmp_path):
+    root, head = repo
+    memo = tmp_path / MEMO_NAME
+    later = "e" * 40  # a commit this clone does not have yet
+    key, _ = _problem(CommitFiles(root, memo=memo), root, later)
+    assert key == "git_commit"
+    assert not memo.exists() or not any(k.startswith(later) for k in json.loads(memo.read_text()))
