@@ -47,7 +47,8 @@ def honest_timing(outcome) -> bool:
     if outcome.status == Status.VERIFIED:
         return True
     return outcome.status == Status.INCONCLUSIVE and (
-        outcome.reason.startswith(("machine busy", "CI too wide")) or "run-to-run spread" in outcome.reason)
+        outcome.reason.startswith(("machine busy", "CI too wide")) or "run-to-run spread" in outcome.reason
+        or "a quieter machine settles it" in outcome.reason)
 
 
 @pytest.fixture

@@ -74,3 +74,11 @@ def test_a_cpu_check_that_could_not_run_is_an_error_naming_why(ctx):
 def test_from_dict_keeps_known_fields_as_the_dataclass_types():
     run = ClaimRun.from_dict({"outcome": None, "rejections": ["a"], "sources": ["kernels/k.py"], "planted": 1})
     assert run.rejections == ("a",) and run.sources == ("kernels/k.py",) and not hasattr(run, "planted")
+
+
+@pytest.mark.parametrize("kernel_us,settles", [(120.0, "a quieter machine settles it"), (20.0, "make the workload larger")])
+def test_blocks_of_calls_say_whether_the_machine_or_the_workload_caused_them(ctx, kernel_us, settles):
+    timing = {**_timing(kernel_us, kernel_us * 3), "calls_per_block": {"kernel": 4, "baseline": 1},
+              "config": {"min_block_us": 50.0}}
+    rec = assemble_record(ctx, [ClaimRun(correctness=PASSED, timing=timing, bracket={"null_iqr_us": {"kernel": 200.0}})])
+    assert rec.verdict == "inconclusive" and settles in rec.reason, rec.reason

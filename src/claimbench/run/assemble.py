@@ -18,6 +18,7 @@ from claimbench import __version__
 from claimbench.gate.srcgraph import claim_sources
 from claimbench.machine.hardware import Hardware, blockers
 from claimbench.run.job import ClaimRun
+from claimbench.run.timed import RESOLUTION
 from claimbench.spec import expr
 from claimbench.spec.claim import Claim
 from claimbench.stats.precision import evidence_fields
@@ -164,9 +165,23 @@ def _blockers(hw: Hardware, ok: bool, device: str, timing: dict, bracket: Option
                        "quieter machine or a larger workload gives it something to measure")
     n = ((timing.get("calls_per_block") or {}).get("kernel") or 1)
     if ok and timing.get("mode") == "cpu" and n > 1:
-        out.append(f"kernel calls were timed in blocks of {n} (each under the block time), so not every "
-                   "timed output could be checked; make the workload larger")
+        out.append(_blocked(n, timing, bracket or {}))
     return tuple(out)
+
+
+def _blocked(n: int, timing: dict, bracket: dict) -> str:
+    """Why the kernel's calls were timed in blocks, which decides what settles it: a call shorter than
+    the protocol's block is the workload's doing; a longer one was blocked only because the machine's
+    noise (the null call's spread) asked for longer blocks, so a quieter machine settles it."""
+    per_call = (timing.get("kernel") or {}).get("median_us")
+    block_us = float((timing.get("config") or {}).get("min_block_us") or 0.0)
+    iqr = float((bracket.get("null_iqr_us") or {}).get("kernel") or 0.0)
+    if per_call is not None and block_us and per_call >= block_us:
+        return (f"the machine's noise had the kernel's calls timed in blocks of {n}: a call takes {per_call:.0f} us, "
+                f"but the null call's spread ({iqr:.0f} us) needs blocks of {RESOLUTION * iqr:.0f} us to resolve, so "
+                "not every timed output could be checked; a quieter machine settles it")
+    return (f"kernel calls were timed in blocks of {n} (each under the block time), so not every "
+            "timed output could be checked; make the workload larger")
 
 
 def _side(runs: Sequence[ClaimRun], side: str) -> SideTiming:
