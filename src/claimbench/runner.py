@@ -56,7 +56,7 @@ class Outcome:
     checked: bool = False  # its correctness check ran and passed (a skip for hardware carries it too)
 
 
-def run_claims(paths: list[Path], root: Path, opts: RunOptions, hw: Optional[Hardware] = None,
+def run_claims(paths: list[Path], root: Path, opts: RunOptions, *, hw: Optional[Hardware] = None,
                select: Optional[Callable[[list[Path], Hardware], list[Path]]] = None) -> tuple[Hardware, list[Outcome]]:
     """Detect, then run each claim. The first claim's process starts before anything else, so
     its torch import overlaps detection and checking; ``select`` may narrow the claims once the
@@ -99,7 +99,7 @@ def _say_if_busy(say: Callable[[str], None]) -> None:
             "stop that work or run on a quieter machine")
 
 
-def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, listing=None,
+def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, *, listing=None,
             servers=None) -> Outcome:
     """One claim; ``servers`` holds the fork servers of this run (one is made when absent)."""
     if servers is None:
