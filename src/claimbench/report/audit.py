@@ -16,7 +16,6 @@ starts without the cache, and a cache that git tracks is never read.
 from __future__ import annotations
 
 import re
-from concurrent.futures import ProcessPoolExecutor
 from functools import partial
 from pathlib import Path
 from typing import Callable, Optional
@@ -28,17 +27,13 @@ from claimbench.stats.status import Status
 from claimbench.store import auditcache
 from claimbench.store.index import Summary, paused_gc, scan_tree
 from claimbench.store.recordcheck import (  # noqa: F401 (audit's public checks)
-    _init,
-    _init_worker,
-    _verify_chunk,
     check_record,
+    check_record_files,
     check_records,
     fingerprint,
 )
 
 CACHE_DIR = ".cache"
-_PARALLEL_MIN = 500
-_CHUNK = 256  # records per task: enough to batch their bootstraps, few enough to balance two workers
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
@@ -67,23 +62,12 @@ def audit_records(results: Path, *, workers: int = 2, cache: bool = True, side: 
             out[i] = (auditcache.summary_of(e, rel, st.st_size, st.st_mtime_ns), e.problems)
             lines[e.sha256] = e.line
     items = [(rel, full) for _, rel, full in todo]
-    chunks = [items[i:i + _CHUNK] for i in range(0, len(items), _CHUNK)]
     slots = iter([i for i, _, _ in todo])
-    side_result = None
-    if workers > 1 and len(items) >= _PARALLEL_MIN:
-        known = frozenset(cached.by_sha)
-        with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(known,)) as pool, paused_gc():
-            pending = pool.submit(side) if side is not None else None
-            for chunk in pool.map(_verify_chunk, chunks):  # collected while the workers go on
-                _collect(chunk, cached.by_sha, out, slots, lines)
-            side_result = pending.result() if pending is not None else None
-    else:
-        _init(frozenset(cached.by_sha))
-        try:
-            for chunk in chunks:
-                _collect(_verify_chunk(chunk), cached.by_sha, out, slots, lines)
-        finally:
-            _init(frozenset())
+    side_out: list = []
+    with paused_gc():  # the workers' rows are unpickled here: 100,000 summaries, no cycle among them
+        for rows in check_record_files(items, workers, frozenset(cached.by_sha), side=side, side_out=side_out):
+            _collect(rows, cached.by_sha, out, slots, lines)
+    side_result = side_out[0] if side_out else None
     if cache and (todo or lines.keys() != cached.by_sha.keys()):
         auditcache.save(cfile, list(lines.values()))
     return out, side_result

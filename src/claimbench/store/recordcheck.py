@@ -16,7 +16,7 @@ import time
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timedelta, timezone
 from pathlib import Path
-from typing import Any, Iterable, Optional
+from typing import Any, Callable, Iterable, Optional
 
 from claimbench.spec.modelglob import glob_any
 from claimbench.stats.status import Status
@@ -197,13 +197,18 @@ _CHUNK = 256  # records per task: enough to batch their bootstraps, few enough t
 _PARALLEL_MIN = 500
 
 
-def check_record_files(items: list[tuple[str, str]], workers: int = 2, known: frozenset = frozenset()) -> Iterable[list[tuple]]:
+def check_record_files(items: list[tuple[str, str]], workers: int = 2, known: frozenset = frozenset(), *,
+                       side: Optional[Callable[[], Any]] = None, side_out: Optional[list] = None) -> Iterable[list[tuple]]:
     """`_verify_chunk` over (rel, full) items in chunks, on `workers` processes when there are
-    many; yields each chunk's rows in order."""
+    many; yields each chunk's rows in order. ``side``, a picklable callable, runs on one of the
+    workers meanwhile and its result is appended to ``side_out``; it runs only when workers start."""
     chunks = [items[i:i + _CHUNK] for i in range(0, len(items), _CHUNK)]
     if workers > 1 and len(items) >= _PARALLEL_MIN:
         with ProcessPoolExecutor(workers, initializer=_init_worker, initargs=(known,)) as pool:
-            yield from pool.map(_verify_chunk, chunks)
+            pending = pool.submit(side) if side is not None else None
+            yield from pool.map(_verify_chunk, chunks)  # collected by the caller while the workers go on
+            if pending is not None and side_out is not None:
+                side_out.append(pending.result())
         return
     _init(known)
     try:
