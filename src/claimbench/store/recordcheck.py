@@ -247,15 +247,16 @@ class Verifier:
             else:
                 todo.append((s.path, full))
         fresh = 0
-        for rows in check_record_files(todo, self.workers):
-            for rel, _size, _mtime, sha, summary, probs, _line, _key in rows:
-                s = by_path[rel]
-                said = summary_digest(summary)
-                out[rel] = (s if sha == s.sha256 and said == summary_digest(s) else summary,
-                            [tuple(p) for p in probs or ()])
-                if sha:
-                    self.known[sha] = [[list(p) for p in probs or ()], said]
-                    fresh += 1
+        with paused_gc():  # the workers' rows are unpickled here; they hold no cycles
+            for rows in check_record_files(todo, self.workers):
+                for rel, _size, _mtime, sha, summary, probs, _line, _key in rows:
+                    s = by_path[rel]
+                    said = summary_digest(summary)
+                    out[rel] = (s if sha == s.sha256 and said == summary_digest(s) else summary,
+                                [tuple(p) for p in probs or ()])
+                    if sha:
+                        self.known[sha] = [[list(p) for p in probs or ()], said]
+                        fresh += 1
         if fresh and self.cfile is not None:
             save_cache(self.cfile, self.known, "verified-*.json")
         return out
