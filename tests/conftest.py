@@ -73,7 +73,7 @@ def cheat_root(tmp_path_factory) -> Path:
 def cheat_servers(cheat_root):
     """One run's fork servers for the module: torch is imported once, not once per case."""
     from claimbench.options import RunOptions
-    from claimbench.run.servers import Servers
+    from claimbench.orchestrator.servers import Servers
 
     with Servers(cheat_root, RunOptions(results=cheat_root / "results")) as s:
         yield s

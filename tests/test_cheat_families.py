@@ -155,7 +155,7 @@ def _opts(project: Path, sandbox: str = "auto") -> RunOptions:
 def project(tmp_path_factory, hw):
     """The shared project, with one fork server for all its claims, as `claimbench run` has (the
     server never runs claim code: every claim's sides are forked from it afresh)."""
-    from claimbench.run.servers import Servers
+    from claimbench.orchestrator.servers import Servers
 
     project = _new_project(tmp_path_factory.mktemp("families") / "proj", hw)
     with Servers(project, _opts(project)) as servers:

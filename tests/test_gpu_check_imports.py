@@ -2,7 +2,7 @@
 scripts/gpucheck/ and scripts/gpu_check*, wherever it sits (most are inside the stage functions, so
 importing the modules proves nothing), names a module and an attribute that are there.
 
-The fidelity stage once imported `make_timer` from `claimbench.run.protocol` after it had moved:
+The fidelity stage once imported `make_timer` from `claimbench.orchestrator.protocol` after it had moved:
 the rehearsal did not notice, and the first GPU window would have lost the stage (issue 24)."""
 
 from __future__ import annotations
@@ -40,7 +40,7 @@ def test_every_claimbench_import_in_the_gpu_check_resolves(path, line, module, n
 
 def test_a_planted_import_would_be_found(tmp_path):
     planted = tmp_path / "stage.py"
-    planted.write_text("def stage():\n    from claimbench.run.protocol import make_timer\n")
+    planted.write_text("def stage():\n    from claimbench.orchestrator.protocol import make_timer\n")
     (line, module, name), = _imports(planted)
     with pytest.raises(ImportError):
         mod = importlib.import_module(module)

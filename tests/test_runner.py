@@ -138,7 +138,7 @@ def test_without_a_sandbox_a_kernel_that_writes_into_results_is_an_error_and_und
 
 
 def test_inside_bwrap_the_project_is_read_only(project, hw):
-    from claimbench.run.sandbox import bwrap_works
+    from claimbench.orchestrator.sandbox import bwrap_works
     if not bwrap_works()[0]:
         pytest.skip("bubblewrap is not usable here")
     out = run_one(_writes_record_claim(project, "writes-record-bwrap"), project, hw, opts(project, sandbox="bwrap"))
@@ -158,7 +158,7 @@ def test_run_cli_table_and_exit_codes(project, capsys):
 
 def test_run_claims_shares_one_fork_server_and_leaves_no_process_behind(project, monkeypatch):
     from claimbench import runner
-    from claimbench.run import census, servers
+    from claimbench.orchestrator import census, servers
 
     made = []
     real = servers.ForkServer
@@ -175,7 +175,7 @@ def test_run_claims_shares_one_fork_server_and_leaves_no_process_behind(project,
     import sys
     import tempfile
 
-    from claimbench.run.filecensus import BACKUP_PREFIX
+    from claimbench.orchestrator.filecensus import BACKUP_PREFIX
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
     left = Path(tempfile.gettempdir()) / f"{BACKUP_PREFIX}{gone.pid}-killed"  # what a kill -9 leaves
@@ -189,7 +189,7 @@ def test_run_claims_shares_one_fork_server_and_leaves_no_process_behind(project,
 
 
 def test_a_killed_fork_server_is_replaced_for_the_next_claim(project, hw):
-    from claimbench.run.servers import Servers
+    from claimbench.orchestrator.servers import Servers
 
     o = opts(project)
     with Servers(project, o) as servers:

@@ -57,7 +57,7 @@ def hw(project):
 @pytest.fixture(scope="module")
 def servers(project):
     """One fork server for the module: torch is imported once, not once per case."""
-    from claimbench.run.servers import Servers
+    from claimbench.orchestrator.servers import Servers
 
     with Servers(project, RunOptions(results=project / "results")) as s:
         yield s
@@ -98,7 +98,7 @@ def test_hang_is_a_timeout_and_the_next_claim_still_runs(project, hw, servers):
 
 def test_inflated_bytes_are_rejected(project, hw, servers):
     out = _run(project, hw, "inflated_bytes", "honest", bytes_="1000 * rows * cols", servers=servers)
-    # caught at the first check, before any timing (run/unread.py); the verdict's own rule, declared
+    # caught at the first check, before any timing (orchestrator/unread.py); the verdict's own rule, declared
     # bytes above the measured tensors, stays behind it
     assert out.status == Status.REJECTED and "workload.bytes counts" in out.reason, out.reason
 

@@ -112,7 +112,7 @@ def _l2_probe(root: Path, bandwidth_gbps: float) -> dict:
     """Kernel and baseline GB/s under the harness's cold timer, with and without the L2 reset."""
     import torch
 
-    from claimbench.run.protocol import TimingConfig, measure_pair
+    from claimbench.orchestrator.protocol import TimingConfig, measure_pair
     from claimbench.side.cuda_timer import CudaEventTimer
 
     path = root / "tests" / "fixtures" / "kernels" / "cheat" / "gpu_l2_persist.py"

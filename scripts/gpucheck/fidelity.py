@@ -62,7 +62,7 @@ def ratio_ok(r: Optional[float], target: float) -> Optional[bool]:
 def _claimbench_us(fn, device: str, warmup_s: float, max_time_s: float, hw_gpu: dict) -> dict:
     """claimbench's own timers on ``fn``, in this process: the CUDA timer the sides use (what the
     fidelity stage checks against independent clocks), or the CPU timer on a CPU rehearsal."""
-    from claimbench.run.protocol import CpuTimer, TimingConfig, measure_pair
+    from claimbench.orchestrator.protocol import CpuTimer, TimingConfig, measure_pair
     cfg = TimingConfig.for_device(device, warmup_s=warmup_s, max_time_s=max_time_s)
     timer: Any
     if device == "cuda":

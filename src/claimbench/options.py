@@ -88,7 +88,7 @@ OPTIONS: tuple[Option, ...] = (
 
 @dataclass(frozen=True)
 class TimingLimits:
-    """Overrides of the timing protocol's defaults (`run.protocol.TimingConfig`); None keeps its default."""
+    """Overrides of the timing protocol's defaults (`orchestrator.protocol.TimingConfig`); None keeps its default."""
 
     max_time_s: Optional[float] = None
     warmup_s: Optional[float] = None

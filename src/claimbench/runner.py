@@ -4,7 +4,7 @@ policy, match the hardware, run it in child processes, decide and record. One cl
 The fork server starts first, before detection, because its torch import takes seconds and needs
 nothing detection finds; the policy check runs per claim, after detection, so that a claim is
 rejected or skipped with the machine named. The parent never imports a kernel: the orchestrator's
-typed `ClaimRun`s and what the parent knows become the record in `run/assemble.py`, whose verdict
+typed `ClaimRun`s and what the parent knows become the record in `orchestrator/assemble.py`, whose verdict
 is the same pure function ``audit`` recomputes.
 """
 
@@ -19,13 +19,13 @@ from claimbench.gate.policy import gate_file
 from claimbench.machine import backends
 from claimbench.machine.hardware import Hardware, matches
 from claimbench.options import RunOptions
-from claimbench.run import filecensus
-from claimbench.run.assemble import RunContext, assemble_record
-from claimbench.run.job import ClaimRun, Job
-from claimbench.run.lock import one_claim_at_a_time
-from claimbench.run.orchestrate import orchestrate
-from claimbench.run.sandbox import default_max_memory
-from claimbench.run.seeds import draw_seeds
+from claimbench.orchestrator import filecensus
+from claimbench.orchestrator.assemble import RunContext, assemble_record
+from claimbench.orchestrator.job import ClaimRun, Job
+from claimbench.orchestrator.lock import one_claim_at_a_time
+from claimbench.orchestrator.orchestrate import orchestrate
+from claimbench.orchestrator.sandbox import default_max_memory
+from claimbench.orchestrator.seeds import draw_seeds
 from claimbench.spec import expr
 from claimbench.spec.claim import Claim
 from claimbench.stats.precision import MIN_PROCESSES
@@ -62,7 +62,7 @@ def run_claims(paths: list[Path], root: Path, opts: RunOptions, *, hw: Optional[
     its torch import overlaps detection and checking; ``select`` may narrow the claims once the
     hardware is known."""
     from claimbench.machine.detect import detect
-    from claimbench.run.servers import Servers
+    from claimbench.orchestrator.servers import Servers
     from claimbench.spec.project import load_listing
 
     outcomes = []
@@ -89,7 +89,7 @@ def run_claims(paths: list[Path], root: Path, opts: RunOptions, *, hw: Optional[
 def _say_if_busy(say: Callable[[str], None]) -> None:
     """One line at the start when the machine is already busy: a CPU number measured now ends
     `inconclusive` ("machine busy"), and saying so after minutes of rounds wasted them (issue 26)."""
-    from claimbench.run.census import other_load_now
+    from claimbench.orchestrator.census import other_load_now
     from claimbench.stats.precision import BUSY_CPU_FRACTION
 
     share = other_load_now()
@@ -161,7 +161,7 @@ def _measure(claim: Claim, claim_path: Path, root: Path, *, hw: Hardware, opts: 
         def progress(msg: str, tag: str = tag) -> None:
             say(f"{tag}{msg}")
         if claim.hardware.count > 1:
-            from claimbench.run.launch import Nodes, launch
+            from claimbench.orchestrator.launch import Nodes, launch
             nodes = Nodes(claim.hardware.nodes, opts.node_rank, opts.master_addr, opts.master_port)
             one = launch(job, claim.hardware.count, nodes, opts.sandbox, run_id, progress)
         else:
@@ -198,7 +198,7 @@ def _shared_servers(root: Path, opts: RunOptions):
     project and sandbox setting for the life of the process: torch is imported once, not per claim."""
     import atexit
 
-    from claimbench.run.servers import Servers
+    from claimbench.orchestrator.servers import Servers
 
     key = (str(Path(root).resolve()), opts.sandbox, opts.threads)
     if key not in _SHARED:
@@ -232,7 +232,7 @@ def _precision_stop(claim, hw: Hardware, device: str, dtype: str, ceilings: Opti
 def _ceilings(claim, hw: Hardware, opts: RunOptions, dtype: str, servers, say) -> Optional[dict]:
     """Measured (or cached) ceilings, from a process that never imports claim code."""
     from claimbench.machine.ceilings import cache_dir, load_cached
-    from claimbench.run.ceilings_process import run_ceilings
+    from claimbench.orchestrator.ceilings_process import run_ceilings
     cache = cache_dir(opts.ceilings_cache)
     dtypes = sorted({dtype, "float32"})
     try:

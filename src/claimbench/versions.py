@@ -29,5 +29,5 @@ MIN_PROTOCOL_VERSION: Final = 4  # publish shows no number measured under an old
 # 5: protocol.sandbox, for the `no sandbox` label; 6: floor_us, for the `no floor` label.
 INDEX_VERSION: Final = 6
 
-# The messages between the orchestrator and its sides (run/messages.py). 1: first.
+# The messages between the orchestrator and its sides (orchestrator/messages.py). 1: first.
 WIRE_VERSION: Final = 1

@@ -259,7 +259,7 @@ def test_claims_measure_one_at_a_time_across_workers(tmp_path):
     """While one worker's claim holds the lock, another process cannot take it."""
     import sys
 
-    from claimbench.run.lock import lock_path, one_claim_at_a_time
+    from claimbench.orchestrator.lock import lock_path, one_claim_at_a_time
 
     probe = ("import fcntl, sys\nf = open(sys.argv[1], 'a')\n"
              "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)\n")

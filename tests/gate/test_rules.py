@@ -51,7 +51,7 @@ def problems(tmp_path: Path, body: str) -> list[str]:
     ("def kernel(x):\n    return torch.__dict__\n", "__dict__"),
     # issue 11: the harness is protected, aliases resolve, tracers and frames are off limits
     ("import claimbench.verify\ndef kernel(x):\n    return x\n", "claimbench"),
-    ("from claimbench.run import timed\ndef kernel(x):\n    return x\n", "claimbench"),
+    ("from claimbench.orchestrator import timed\ndef kernel(x):\n    return x\n", "claimbench"),
     ("_T = torch\n_T.softmax = lambda x, d: x\ndef kernel(x):\n    return x\n", "torch.softmax"),
     ("F = torch.nn.functional\nG = F\ndef kernel(x):\n    G.softmax = None\n    return x\n", "torch.nn.functional.softmax"),
     ("import sys\ndef kernel(x):\n    return x if sys.getprofile() else x * 0\n", "sys.getprofile"),

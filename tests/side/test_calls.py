@@ -4,7 +4,7 @@ import pytest
 import torch
 from torch.overrides import TorchFunctionMode
 
-from claimbench.run import messages as m
+from claimbench.orchestrator import messages as m
 from claimbench.side import tensors
 from claimbench.side.calls import ClaimCodeError, call_claim_code, mode_depths, normalize_outputs
 

@@ -47,7 +47,7 @@ def test_forked_processes_compute_their_first_threaded_op_right_after_the_warm_u
 ORDER = textwrap.dedent("""
     import sys
     import claimbench.side.loader as loader
-    from claimbench.run import messages as m
+    from claimbench.orchestrator import messages as m
     from claimbench.side import main, warmup
     events = []
     warmup.warm_math_libraries = lambda: events.append("warm")

@@ -211,7 +211,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
 def _servers(st: "_State"):
     """One fork server for the whole session (torch is imported once, not once per claim)."""
     if st.servers is None:
-        from claimbench.run.servers import Servers
+        from claimbench.orchestrator.servers import Servers
 
         st.servers = Servers(st.root, st.opts).__enter__()
     return st.servers

@@ -6,7 +6,7 @@ import sys
 from pathlib import Path
 
 from claimbench.errors import EXIT_FAILED, EXIT_OK
-from claimbench.run.lock import project_writes
+from claimbench.orchestrator.lock import project_writes
 from claimbench.spec.project import find_root
 
 

@@ -7,7 +7,7 @@ import sys
 from pathlib import Path
 
 from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
-from claimbench.run.lock import project_writes
+from claimbench.orchestrator.lock import project_writes
 from claimbench.spec.project import find_root
 
 

@@ -50,12 +50,12 @@ def run(args) -> int:
     if not paths:
         raise UsageError(f"no claim files found in {', '.join(args.paths) or root / 'claims'}")
     require("run", "claimbench run")
-    from claimbench.run.progress import make
+    from claimbench.orchestrator.progress import make
     say = make(time.monotonic(), args.quiet)
     opts = dataclasses.replace(opts, progress=say)
 
     if args.sandbox == "auto":
-        from claimbench.run.sandbox import bwrap_works
+        from claimbench.orchestrator.sandbox import bwrap_works
         works, why = bwrap_works()
         if not works:  # said once, before any claim's code runs: it runs with the user's rights
             print(f"claimbench: no sandbox: {why}; the claims' code runs with your rights, and their numbers are "

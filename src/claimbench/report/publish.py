@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Callable, Optional, Sequence
 
 from claimbench.errors import UserError
+from claimbench.orchestrator import census
 from claimbench.report.standing import (  # noqa: F401 (re-exported)
     VERIFIED,
     ClaimFacts,
@@ -35,7 +36,6 @@ from claimbench.report.standing import (  # noqa: F401 (re-exported)
     show_order,
     superseded,
 )
-from claimbench.run import census
 from claimbench.spec.bounded import read_text
 from claimbench.spec.display import dtype_short, format_number
 from claimbench.spec.listing import Entry, Listing, apply, parse_list, read_region

@@ -15,7 +15,7 @@ from typing import Any, Callable, Optional
 
 import torch
 
-from claimbench.run import messages as m
+from claimbench.orchestrator import messages as m
 from claimbench.side import tensors
 from claimbench.side.calls import ClaimCodeError, call_claim_code, mode_depths, normalize_outputs
 

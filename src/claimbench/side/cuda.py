@@ -2,7 +2,7 @@
 
 Events are the only clock with the resolution a GPU kernel needs, and they live in the side's
 process; the orchestrator checks each sample's event time against its own wall-clock bracket of
-the same exchange (run/bracket.py), so a side that reports less than it spent, or works outside
+the same exchange (orchestrator/bracket.py), so a side that reports less than it spent, or works outside
 its events, is caught within a calibrated bound.
 """
 
@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from claimbench.run import messages as m
+from claimbench.orchestrator import messages as m
 
 
 def make_timer(spec: m.TimerSpec):

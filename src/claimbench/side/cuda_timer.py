@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable, Optional
 
-from claimbench.run.protocol import Sample
+from claimbench.orchestrator.protocol import Sample
 
 _PERF = time.perf_counter_ns
 SYNC_MARK = 3  # calls in a row that outlast their grown sleep before a side counts as one that syncs

@@ -13,8 +13,8 @@ import sys
 from pathlib import Path
 from typing import Any, Optional
 
-from claimbench.run import messages as m
-from claimbench.run.channel import Channel, ChannelClosed
+from claimbench.orchestrator import messages as m
+from claimbench.orchestrator.channel import Channel, ChannelClosed
 from claimbench.side.calls import ClaimCodeError
 
 

@@ -44,8 +44,8 @@ def main(argv: list[str]) -> int:
     import torch  # noqa: F401  (the point of this process: imported once, before any fork)
     if importlib.util.find_spec("triton") is not None:
         import triton  # noqa: F401
-    from claimbench.run import messages as m
-    from claimbench.run.channel import Channel, ChannelClosed
+    from claimbench.orchestrator import messages as m
+    from claimbench.orchestrator.channel import Channel, ChannelClosed
     from claimbench.side import caller, task  # noqa: F401  (preloaded for the forks)
 
     ctl = Channel(socket.socket(fileno=ctl_fd), "orchestrator")
@@ -128,7 +128,7 @@ def _reap() -> None:
 
 
 def _children() -> list[int]:
-    from claimbench.run.census import children
+    from claimbench.orchestrator.census import children
     return children(os.getpid())
 
 

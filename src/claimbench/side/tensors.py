@@ -14,7 +14,7 @@ from typing import Any
 
 import torch
 
-from claimbench.run import messages as m
+from claimbench.orchestrator import messages as m
 
 DTYPES = {name: getattr(torch, name) for name in (
     "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
@@ -90,7 +90,7 @@ def poison(items: Any) -> None:
 
 def set_elements(t: torch.Tensor, edit) -> None:
     """Apply a perturbation (messages.Edit) to a contiguous tensor: its elements' bytes at once."""
-    from claimbench.run.perturb import byte_indices, edit_indices
+    from claimbench.orchestrator.perturb import byte_indices, edit_indices
 
     es = t.element_size()
     idx = edit_indices(edit)

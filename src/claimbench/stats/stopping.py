@@ -1,4 +1,4 @@
-"""When to stop taking rounds: the two stopping criteria `run.protocol.measure_pair` takes, one per claim.
+"""When to stop taking rounds: the two stopping criteria `orchestrator.protocol.measure_pair` takes, one per claim.
 
 `RseStop`, nvbench's rule, stops once each side's median is known to a relative standard error; it
 is the default for a claim with no rule of its own. `PrecisionStop` stops once the claim's own CI

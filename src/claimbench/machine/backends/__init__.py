@@ -6,7 +6,7 @@ Triton decides at import whether its own standard library (`tl.max`, `tl.sum`, .
 interpreted, so `TRITON_INTERPRET=1` set after `import triton` gives an interpreted kernel calling
 compiled helpers, which fails ("Cannot call @triton.jit'd outside of the scope of a kernel").
 Such keys are listed in IMPORT_TIME_ENV: a side that needs one is forked from a fork server that
-had it in its environment before it imported anything (run/servers.py keys servers by them).
+had it in its environment before it imported anything (orchestrator/servers.py keys servers by them).
 """
 
 from __future__ import annotations

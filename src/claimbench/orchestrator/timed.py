@@ -9,7 +9,7 @@ dropped, stopping); this module gives it a timer whose samples are exchanges wit
 Each round hands both sides fresh buffers (new memfds, new addresses), as each correctness trial
 does, so a timed call cannot be told from a checked one by where its operands live. Before each
 kernel sample the orchestrator changes, in every floating-point input, elements that meet every
-index of every axis (run/perturb.py; CPU: in the pages it owns, CUDA: sent with the call; a side
+index of every axis (orchestrator/perturb.py; CPU: in the pages it owns, CUDA: sent with the call; a side
 with `prepare` re-derives its operands from them, untimed), reads every kernel output of the round
 while the side is stopped (CPU), and after the round draws which one to check against a fresh
 reference, with the dtype and shape the trials established.
@@ -25,12 +25,12 @@ from typing import Any, Literal, Optional
 
 import numpy as np
 
-from claimbench.run import census
-from claimbench.run import messages as m
-from claimbench.run import perturb as perturbation
-from claimbench.run.coordinate import Solo
-from claimbench.run.protocol import Sample
-from claimbench.run.session import ClaimEnded, ClaimSession, InputSet
+from claimbench.orchestrator import census
+from claimbench.orchestrator import messages as m
+from claimbench.orchestrator import perturb as perturbation
+from claimbench.orchestrator.coordinate import Solo
+from claimbench.orchestrator.protocol import Sample
+from claimbench.orchestrator.session import ClaimEnded, ClaimSession, InputSet
 from claimbench.verify import accuracy, codec
 
 _NOW = time.perf_counter_ns

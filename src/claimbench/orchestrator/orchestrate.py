@@ -14,17 +14,17 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Callable, Optional
 
-from claimbench.run import census
-from claimbench.run import messages as m
-from claimbench.run.channel import ChannelClosed, ChannelTimeout, ProtocolError
-from claimbench.run.coordinate import Solo
-from claimbench.run.job import ClaimRun, Job
-from claimbench.run.memory import ReadError
-from claimbench.run.processes import ForkServer
-from claimbench.run.protocol import TimingConfig, measure_pair
-from claimbench.run.session import ClaimEnded, ClaimSession
-from claimbench.run.timed import Rechecks, RemoteTimer
-from claimbench.run.trials import run_trials, seed_check
+from claimbench.orchestrator import census
+from claimbench.orchestrator import messages as m
+from claimbench.orchestrator.channel import ChannelClosed, ChannelTimeout, ProtocolError
+from claimbench.orchestrator.coordinate import Solo
+from claimbench.orchestrator.job import ClaimRun, Job
+from claimbench.orchestrator.memory import ReadError
+from claimbench.orchestrator.processes import ForkServer
+from claimbench.orchestrator.protocol import TimingConfig, measure_pair
+from claimbench.orchestrator.session import ClaimEnded, ClaimSession
+from claimbench.orchestrator.timed import Rechecks, RemoteTimer
+from claimbench.orchestrator.trials import run_trials, seed_check
 from claimbench.spec import ops
 
 ROLES: tuple[m.Role, ...] = ("task", "kernel", "baseline")

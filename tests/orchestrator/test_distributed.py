@@ -17,11 +17,11 @@ from typing import Optional
 import pytest
 
 from claimbench.gate.policy import gate_file
-from claimbench.run import census
-from claimbench.run.job import ClaimRun, Job
-from claimbench.run.launch import Nodes, launch
-from claimbench.run.ranked import merge_correctness, tagged
-from claimbench.run.seeds import draw_seeds
+from claimbench.orchestrator import census
+from claimbench.orchestrator.job import ClaimRun, Job
+from claimbench.orchestrator.launch import Nodes, launch
+from claimbench.orchestrator.ranked import merge_correctness, tagged
+from claimbench.orchestrator.seeds import draw_seeds
 
 DIST = Path(__file__).resolve().parents[1] / "fixtures" / "distributed"  # its own root: claims/, kernels/, LIST.md
 GLOO_CLAIM = DIST / "claims" / "allreduce-gloo.yaml"

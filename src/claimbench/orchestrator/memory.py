@@ -15,7 +15,7 @@ from typing import Optional
 
 import numpy as np
 
-from claimbench.run import messages as m
+from claimbench.orchestrator import messages as m
 from claimbench.verify import codec
 
 _libc = ctypes.CDLL(None, use_errno=True)

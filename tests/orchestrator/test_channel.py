@@ -6,8 +6,8 @@ import struct
 
 import pytest
 
-from claimbench.run import messages as m
-from claimbench.run.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError
+from claimbench.orchestrator import messages as m
+from claimbench.orchestrator.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError
 
 _OPEN: list = []
 
@@ -63,7 +63,7 @@ def test_silence_is_a_timeout_and_a_closed_peer_is_closed():
 
 
 def test_request_raises_a_failed_reply_and_an_unexpected_kind():
-    from claimbench.run.channel import SideFailed
+    from claimbench.orchestrator.channel import SideFailed
 
     ours, theirs, _ = _pair()
     theirs.send(m.Failed(key="kernel.impl", message="boom"))

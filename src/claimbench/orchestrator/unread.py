@@ -8,7 +8,7 @@ against the tensors instead, whatever the cache:
 
 - an input is *unread* when no change to it changes the reference's outputs: the orchestrator
   changes it in elements that meet every index of every axis (the timed rounds' own perturbation,
-  `run/perturb.py`), then, if nothing changed, sets those elements to a large positive and then a
+  `orchestrator/perturb.py`), then, if nothing changed, sets those elements to a large positive and then a
   large negative value (so a max, a min, a threshold or a routing decision sees them); the
   reference is the claim's own float64 function, run by the task side on a copy;
 - the work must move at most each needed input once and each output once, so the declared bytes
@@ -29,9 +29,9 @@ from typing import Optional
 
 import numpy as np
 
-from claimbench.run import messages as m
-from claimbench.run import perturb
-from claimbench.run.session import ClaimEnded, ClaimSession, InputSet
+from claimbench.orchestrator import messages as m
+from claimbench.orchestrator import perturb
+from claimbench.orchestrator.session import ClaimEnded, ClaimSession, InputSet
 from claimbench.spec import expr
 from claimbench.verify import codec
 

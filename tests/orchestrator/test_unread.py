@@ -1,4 +1,4 @@
-"""The unread-input probe and the byte arithmetic (run/unread.py), on a task side simulated in
+"""The unread-input probe and the byte arithmetic (orchestrator/unread.py), on a task side simulated in
 numpy: what a reference ignores is unread, what it reads is found even where a small change is
 hidden (a row max), and a claim's bytes are held to its needed inputs and outputs."""
 
@@ -8,10 +8,10 @@ import random
 
 import numpy as np
 
-from claimbench.run import messages as m
-from claimbench.run import perturb
-from claimbench.run.session import InputSet
-from claimbench.run.unread import overcount, unread_inputs
+from claimbench.orchestrator import messages as m
+from claimbench.orchestrator import perturb
+from claimbench.orchestrator.session import InputSet
+from claimbench.orchestrator.unread import overcount, unread_inputs
 from claimbench.spec.claim import Claim
 
 

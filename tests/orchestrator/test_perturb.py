@@ -7,8 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from claimbench.run import messages as m
-from claimbench.run import perturb
+from claimbench.orchestrator import messages as m
+from claimbench.orchestrator import perturb
 from claimbench.side import tensors
 from claimbench.verify import codec
 

@@ -8,7 +8,7 @@ after the claim's processes are gone, a changed file is put back as it was when 
 matched HEAD), the changed version is kept in results/.quarantine so that nothing is lost (a hand
 edit made during the window cannot be told from the claim's), a planted file is moved there too,
 and the claim ends as `error` naming them. The commands that write into the project take the
-project lock (run/lock.py), so their writes never fall inside a claim's window.
+project lock (orchestrator/lock.py), so their writes never fall inside a claim's window.
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ import subprocess
 import time
 from pathlib import Path
 
-from claimbench.run import census
+from claimbench.orchestrator import census
 
 SKIP_DIRS = {".git", ".venv", "venv", "__pycache__", ".hypothesis", ".pytest_cache", "node_modules", ".cache",
              ".quarantine", ".whl", ".gl"}

@@ -10,8 +10,8 @@ import pytest
 
 from claimbench.gate.policy import gate_file
 from claimbench.machine.hardware import CpuInfo, Hardware, Software
-from claimbench.run.assemble import RunContext, assemble_record
-from claimbench.run.job import ClaimRun
+from claimbench.orchestrator.assemble import RunContext, assemble_record
+from claimbench.orchestrator.job import ClaimRun
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 CLAIM_PATH = FIX / "claims" / "valid" / "softmax-cpu.yaml"

@@ -4,9 +4,9 @@ time spent outside the events is held to a bound calibrated with null calls."""
 import os
 import time
 
-from claimbench.run import messages as m
-from claimbench.run.orchestrate import _bracket_problems
-from claimbench.run.timed import RemoteTimer
+from claimbench.orchestrator import messages as m
+from claimbench.orchestrator.orchestrate import _bracket_problems
+from claimbench.orchestrator.timed import RemoteTimer
 
 
 class ScriptedChannel:

@@ -62,7 +62,7 @@ class Buffer(_Model):
     staged: bool = False
 
 
-EDIT_MAX_ELEMENTS = 1 << 15  # run/perturb.MAX_SPREAD: the most elements one edit changes
+EDIT_MAX_ELEMENTS = 1 << 15  # orchestrator/perturb.MAX_SPREAD: the most elements one edit changes
 
 
 class Edit(_Model):
@@ -363,7 +363,7 @@ def parse(body: bytes):
     """Validate one frame's JSON into its message model; anything else is a ProtocolError."""
     from pydantic import ValidationError
 
-    from claimbench.run.channel import ProtocolError
+    from claimbench.orchestrator.channel import ProtocolError
 
     try:
         return _ADAPTER.validate_json(body)

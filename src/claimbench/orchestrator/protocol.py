@@ -70,7 +70,7 @@ _Fn_contra = TypeVar("_Fn_contra", contravariant=True)
 
 class Timer(Protocol[_Fn_contra]):
     """What measure_pair times with: CpuTimer in-process, CudaEventTimer inside a CUDA side, and the
-    orchestrator's RemoteTimer (run/timed.py), whose `fn` is a side's name rather than a function."""
+    orchestrator's RemoteTimer (orchestrator/timed.py), whose `fn` is a side's name rather than a function."""
 
     name: str                      # "cuda-event" | "perf_counter_ns"
     mode: str                      # "cold" | "hot" | "cpu"

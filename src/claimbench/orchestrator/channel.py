@@ -16,7 +16,7 @@ import struct
 import time
 from typing import Optional, TypeVar
 
-from claimbench.run import messages as m
+from claimbench.orchestrator import messages as m
 
 MAX_FRAME_BYTES = 4 << 20
 MAX_FDS = 64

@@ -10,8 +10,8 @@ import weakref
 
 import pytest
 
-from claimbench.run import protocol as timing
-from claimbench.run.protocol import CpuTimer, PairTiming, TimingConfig, measure_pair
+from claimbench.orchestrator import protocol as timing
+from claimbench.orchestrator.protocol import CpuTimer, PairTiming, TimingConfig, measure_pair
 from claimbench.side.cuda_timer import CudaEventTimer, stream_check
 
 

@@ -13,10 +13,10 @@ from typing import Any, Callable, Optional
 
 import numpy as np
 
-from claimbench.run import messages as m
-from claimbench.run.ranked import tagged
-from claimbench.run.session import ClaimEnded, ClaimSession, InputSet
-from claimbench.run.unread import overcount, unread_inputs
+from claimbench.orchestrator import messages as m
+from claimbench.orchestrator.ranked import tagged
+from claimbench.orchestrator.session import ClaimEnded, ClaimSession, InputSet
+from claimbench.orchestrator.unread import overcount, unread_inputs
 from claimbench.verify import accuracy, codec, nullmodels
 
 
@@ -49,7 +49,7 @@ def run_trials(s: ClaimSession, claim, *, device: str, dtype: str, seeds: list[i
     steps += [(p, seeds[0] + 7919 * (j + 1), f"check shape {j + 1}/{len(plan) - 1} {p}") for j, p in enumerate(plan[1:])]
     trials: list[dict] = []
     rejections: list[str] = []
-    # the unread-bytes probe (run/unread.py) at a check shape when the claim is measured: a full-size
+    # the unread-bytes probe (orchestrator/unread.py) at a check shape when the claim is measured: a full-size
     # reference per input is the expensive kind
     # (one rank alone: each rank's reference may be a collective, and the ranks would have to agree
     # on every probe; multi-rank claims keep the verdict's own rule, bytes against their tensors)

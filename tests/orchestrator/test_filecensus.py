@@ -3,7 +3,7 @@
 import os
 import subprocess
 
-from claimbench.run import filecensus
+from claimbench.orchestrator import filecensus
 
 
 def _repo(tmp_path):
@@ -62,7 +62,7 @@ def test_backups_of_killed_runs_are_swept_and_a_live_runs_kept(tmp_path):
     import subprocess
     import sys
 
-    from claimbench.run import filecensus
+    from claimbench.orchestrator import filecensus
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()  # a pid that was a run's and is gone

@@ -18,10 +18,10 @@ import time
 from pathlib import Path
 from typing import Optional
 
-from claimbench.run import census
-from claimbench.run import messages as m
-from claimbench.run.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SideFailed
-from claimbench.run.sandbox import Sandbox
+from claimbench.orchestrator import census
+from claimbench.orchestrator import messages as m
+from claimbench.orchestrator.channel import Channel, ChannelClosed, ChannelTimeout, ProtocolError, SideFailed
+from claimbench.orchestrator.sandbox import Sandbox
 
 
 class ForkServer:

@@ -5,7 +5,7 @@ import subprocess
 import sys
 import time
 
-from claimbench.run import census
+from claimbench.orchestrator import census
 
 
 def test_stat_of_this_process_and_a_zombie_exit_code():

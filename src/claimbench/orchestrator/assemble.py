@@ -17,8 +17,8 @@ from typing import Any, Optional, Sequence
 from claimbench import __version__
 from claimbench.gate.srcgraph import claim_sources
 from claimbench.machine.hardware import Hardware, blockers
-from claimbench.run.job import ClaimRun
-from claimbench.run.timed import RESOLUTION
+from claimbench.orchestrator.job import ClaimRun
+from claimbench.orchestrator.timed import RESOLUTION
 from claimbench.spec import expr
 from claimbench.spec.claim import Claim
 from claimbench.stats.precision import evidence_fields
@@ -149,7 +149,7 @@ def _machine_load(runs: Sequence[ClaimRun], hw: Hardware, device: str) -> dict[s
 
 
 def _host_allocator() -> dict[str, str]:
-    from claimbench.run.servers import HOST_ALLOCATOR_ENV
+    from claimbench.orchestrator.servers import HOST_ALLOCATOR_ENV
     return {k: os.environ.get(k, v) for k, v in HOST_ALLOCATOR_ENV.items()}
 
 

@@ -17,9 +17,9 @@ import os
 from pathlib import Path
 
 from claimbench.machine.backends import import_env
-from claimbench.run.filecensus import Backup
-from claimbench.run.processes import ForkServer
-from claimbench.run.sandbox import Sandbox, choose
+from claimbench.orchestrator.filecensus import Backup
+from claimbench.orchestrator.processes import ForkServer
+from claimbench.orchestrator.sandbox import Sandbox, choose
 
 # glibc adapts its mmap and trim thresholds to what a process allocated so far, so the same eager
 # kernel paid page faults, or did not, depending on the harness's history (measured: a CPU

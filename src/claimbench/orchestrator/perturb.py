@@ -26,7 +26,7 @@ from typing import Sequence
 
 import numpy as np
 
-from claimbench.run import messages as m
+from claimbench.orchestrator import messages as m
 from claimbench.verify import codec
 
 MAX_SPREAD = m.EDIT_MAX_ELEMENTS  # elements per input per sample: covers every axis of every shipped claim's inputs

@@ -15,11 +15,11 @@ from typing import Optional, Sequence
 
 import numpy as np
 
-from claimbench.run import census
-from claimbench.run import messages as m
-from claimbench.run.channel import SideFailed
-from claimbench.run.memory import OwnedBuffer, map_readonly, misplaced, read_buffer, read_remote
-from claimbench.run.processes import ForkServer, SideProcess
+from claimbench.orchestrator import census
+from claimbench.orchestrator import messages as m
+from claimbench.orchestrator.channel import SideFailed
+from claimbench.orchestrator.memory import OwnedBuffer, map_readonly, misplaced, read_buffer, read_remote
+from claimbench.orchestrator.processes import ForkServer, SideProcess
 from claimbench.verify import codec
 
 

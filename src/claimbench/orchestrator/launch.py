@@ -1,6 +1,6 @@
 """Multi-rank claims go through torch's own launcher, so they can span the nodes of a fleet.
 
-`torch.distributed.run` starts one orchestrator per rank (run/ranks.py) with no restarts: when one
+`torch.distributed.run` starts one orchestrator per rank (orchestrator/ranks.py) with no restarts: when one
 fails, the launcher stops the whole group. On one machine it runs `--standalone`; across machines
 every node runs `claimbench run --node-rank K --master-addr HOST --master-port PORT` on the same
 claim (Slurm: one task per node, `--node-rank $SLURM_NODEID`), and rank 0's node writes the record.
@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable, Optional
 
-from claimbench.run import census
-from claimbench.run.job import ClaimRun, Job, job_to_dict
+from claimbench.orchestrator import census
+from claimbench.orchestrator.job import ClaimRun, Job, job_to_dict
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ def launch(job: Job, ranks: int, nodes: Nodes, sandbox: str, run_id: str,
             argv.append("--standalone")
         else:
             argv += [f"--node-rank={nodes.rank}", f"--master-addr={nodes.master_addr}", f"--master-port={nodes.master_port}"]
-        argv += ["-m", "claimbench.run.ranks", str(out)]
+        argv += ["-m", "claimbench.orchestrator.ranks", str(out)]
         log = open(out / "launcher.log", "wb")
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 cwd=str(job.root), start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1",

@@ -1,6 +1,6 @@
 """One rank's orchestrator of a multi-rank claim, started by torch's launcher (torchrun).
 
-`python -m torch.distributed.run ... -m claimbench.run.ranks JOBDIR`: every worker the launcher
+`python -m torch.distributed.run ... -m claimbench.orchestrator.ranks JOBDIR`: every worker the launcher
 starts is an orchestrator like the single-rank one, with its own fork server and its own task,
 kernel and baseline sides, driving the same `orchestrate`. The orchestrators keep in step through
 their own gloo group (coordinate.Ranks); each role's sides form a process group of their own on the
@@ -16,13 +16,13 @@ import sys
 import time
 from pathlib import Path
 
-from claimbench.run.coordinate import Ranks
-from claimbench.run.job import ClaimRun, job_from_dict
-from claimbench.run.orchestrate import orchestrate
-from claimbench.run.processes import ForkServer
-from claimbench.run.ranked import merge_correctness, tagged, topology
-from claimbench.run.sandbox import choose
-from claimbench.run.servers import server_env
+from claimbench.orchestrator.coordinate import Ranks
+from claimbench.orchestrator.job import ClaimRun, job_from_dict
+from claimbench.orchestrator.orchestrate import orchestrate
+from claimbench.orchestrator.processes import ForkServer
+from claimbench.orchestrator.ranked import merge_correctness, tagged, topology
+from claimbench.orchestrator.sandbox import choose
+from claimbench.orchestrator.servers import server_env
 
 
 def main(argv: list[str]) -> int:

@@ -5,14 +5,14 @@ import sys
 import textwrap
 import time
 
-from claimbench.run.lock import lock_path, project_writes
+from claimbench.orchestrator.lock import lock_path, project_writes
 
 
 def test_a_writing_command_waits_for_the_claim_and_says_so_in_one_line(tmp_path):
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import sys, time
         from pathlib import Path
-        from claimbench.run.lock import one_claim_at_a_time
+        from claimbench.orchestrator.lock import one_claim_at_a_time
         with one_claim_at_a_time(Path({str(tmp_path)!r})):
             print("held", flush=True)
             time.sleep(1.0)
@@ -42,12 +42,12 @@ def test_an_unheld_lock_is_taken_silently(tmp_path):
 def test_checked_claims_share_the_lock_and_a_writer_waits_for_them(tmp_path):
     """Claims that are only checked run side by side (the test command's claims); a command that
     writes into the project still waits until none holds it."""
-    from claimbench.run.lock import one_claim_at_a_time
+    from claimbench.orchestrator.lock import one_claim_at_a_time
 
     holder = subprocess.Popen([sys.executable, "-c", textwrap.dedent(f"""
         import time
         from pathlib import Path
-        from claimbench.run.lock import one_claim_at_a_time
+        from claimbench.orchestrator.lock import one_claim_at_a_time
         with one_claim_at_a_time(Path({str(tmp_path)!r}), shared=True):
             print("held", flush=True)
             time.sleep(1.0)

@@ -7,7 +7,7 @@ import subprocess
 import sys
 from types import SimpleNamespace
 
-from claimbench.run import orchestrate
+from claimbench.orchestrator import orchestrate
 
 
 def test_every_process_under_the_launching_run_counts_as_ours(monkeypatch):
@@ -29,7 +29,7 @@ def test_every_process_under_the_launching_run_counts_as_ours(monkeypatch):
 def test_the_load_before_a_run_counts_a_stranger_and_not_our_own_children():
     """`run` names a busy machine at its start (issue 26) with this meter: a spinning process of
     ours is our own work; the same spinner detached from our tree is other load."""
-    from claimbench.run.census import other_load_now
+    from claimbench.orchestrator.census import other_load_now
 
     spin = "while :; do :; done"
     ours = subprocess.Popen(["sh", "-c", spin])
