@@ -217,9 +217,7 @@ def new_run_id() -> str:
 def _precision_stop(claim, hw: Hardware, device: str, dtype: str, ceilings: Optional[dict]):
     """The stopping rule: rounds go on until the claim's CI is narrow enough (or time runs out)."""
     from claimbench.stats.stopping import PrecisionStop
-    params = dict(claim.workload.params)
-    flops = expr.evaluate(claim.workload.flops, params) if claim.workload.flops else None
-    nbytes = expr.evaluate(claim.workload.bytes, params) if claim.workload.bytes else None
+    flops, nbytes = expr.workload_counts(claim.workload)
     floor = None
     if ceilings and claim.claimed.metric == "sol_fraction":
         from claimbench.machine.ceilings import Ceilings, floor_us

@@ -59,9 +59,7 @@ def assemble_record(ctx: RunContext, runs: Sequence[ClaimRun]) -> Record:
         outcome_reason = f"{ctx.why}; CPU correctness check could not run: {outcome_reason}"
     corr = _correctness(runs)
     rejections = sorted({x for r in runs for x in r.rejections})
-    params = dict(claim.workload.params)
-    flops = expr.evaluate(claim.workload.flops, params) if claim.workload.flops else None
-    nbytes = expr.evaluate(claim.workload.bytes, params) if claim.workload.bytes else None
+    flops, nbytes = expr.workload_counts(claim.workload)
     k, b = _side(runs, "kernel"), _side(runs, "baseline")
     timing = last.timing or {}
     floor, term = _floor(ctx, flops, nbytes, last.tensor_bytes, cold=timing.get("mode") == "cold")

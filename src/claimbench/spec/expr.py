@@ -10,7 +10,7 @@ import ast
 import math
 import operator
 from functools import lru_cache
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Optional
 
 _BINOPS = {
     ast.Add: operator.add, ast.Sub: operator.sub, ast.Mult: operator.mul,
@@ -107,3 +107,11 @@ def _eval(node: ast.AST, nums: Mapping[str, float]):
         assert isinstance(node.func, ast.Name)  # _admit let only calls of names in _FUNCS through
         return _FUNCS[node.func.id](*(_eval(a, nums) for a in node.args))
     raise ExprError(f"{type(node).__name__} is not allowed")
+
+
+def workload_counts(workload: Any) -> tuple[Optional[float], Optional[float]]:
+    """A claim's (flops, bytes) at its own params, None where it declares none: what the stopping rule,
+    the record and the record-against-claim check all hold a number to. Raises ``ExprError``."""
+    params = dict(workload.params)
+    return (evaluate(workload.flops, params) if workload.flops else None,
+            evaluate(workload.bytes, params) if workload.bytes else None)

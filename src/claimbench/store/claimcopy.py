@@ -42,10 +42,8 @@ def expected_copy(claim) -> Optional[tuple[dict, Optional[float], Optional[float
     flops or bytes do not evaluate (it fails check, so no record of it can stand)."""
     from claimbench.spec import expr
 
-    params = dict(claim.workload.params)
     try:
-        flops = expr.evaluate(claim.workload.flops, params) if claim.workload.flops else None
-        nbytes = expr.evaluate(claim.workload.bytes, params) if claim.workload.bytes else None
+        flops, nbytes = expr.workload_counts(claim.workload)
     except expr.ExprError:
         return None
     return claim_copy(claim), flops, nbytes
