@@ -222,3 +222,32 @@ def test_checked_claims_share_the_lock_only_where_no_census_sees_their_records(t
     assert _census_blind_to(root / "results" / ".cache" / "test-records", root)
     assert not _census_blind_to(root / "results", root)
     assert not _census_blind_to(tmp_path / "elsewhere", root)
+
+
+def test_a_sweep_measures_each_point_after_the_claims_own_and_records_each(project, capsys):
+    """Through the CLI: the claim's own point first, then the other one, each a whole record that
+    audit's check finds consistent; the claim's row is its own point's, the point nests under it."""
+    from claimbench.cli import main
+    from claimbench.store.recordcheck import check_record
+
+    results = project / "results-sweep"
+    code = main(["--root", str(project), "run", str(project / "claims/valid/rowsum-cpu-sweep.yaml"), "--results",
+                 str(results), "--format", "json", "--quiet", "--repeat", "1", "--threads", "1", "--max-time-s", "1",
+                 "--warmup-s", "0.1", "--timing", "report"])
+    (row,) = json.loads(capsys.readouterr().out)
+    assert code == 0 and row["claim"] == "rowsum-cpu-sweep"
+    assert [p["point"] for p in row["sweep"]] == ["rows=1024"]
+    own, far = load_record(Path(row["record"])), load_record(Path(row["sweep"][0]["record"]))
+    assert own.sweep_point is None and own.bytes == 2048 * 2048 * 4 + 2048 * 4
+    assert far.sweep_point is not None and (far.sweep_point.axis, far.sweep_point.value) == ("rows", 1024)
+    assert far.bytes == 1024 * 2048 * 4 + 1024 * 4 and far.workload == own.workload  # the claim, copied as it is
+    assert far.correctness["passed"] is True and far.kernel.samples_us
+    assert {t["params"]["rows"] for t in far.correctness["trials"]} >= {1024}  # checked at its own size
+    assert own.created_utc < far.created_utc
+    assert check_record(own) == [] and check_record(far) == []
+    assert len(list((results / "records" / "rowsum-cpu-sweep").glob("*.json"))) == 2
+    code = main(["--root", str(project), "run", str(project / "claims/valid/rowsum-cpu-sweep.yaml"), "--results",
+                 str(results), "--format", "json", "--quiet", "--repeat", "1", "--threads", "1", "--max-time-s", "1",
+                 "--warmup-s", "0.1", "--timing", "report", "--no-sweep"])
+    (row,) = json.loads(capsys.readouterr().out)
+    assert row["sweep"] == [] and len(list((results / "records" / "rowsum-cpu-sweep").glob("*.json"))) == 3

@@ -60,6 +60,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("repeat", "N separate processes per claim, combined into one CI (default: 3 on a CPU, 1 on a GPU)",
            type=int, metavar="N"),
     Option("hot", "CUDA: time back-to-back calls without L2 flush (a labelled number)", flag=True),
+    Option("no-sweep", "measure each claim at its own params only, not the other points of its workload.sweep "
+           "(those are recorded, never published)", flag=True),
     Option("timeout-s", "per-claim time limit in seconds (default 900)", type=float, default=900.0, metavar="S"),
     Option("max-time-s", "cap on the timed rounds per claim, in seconds", type=float, metavar="S"),
     Option("warmup-s", "warm-up time per claim, in seconds", type=float, metavar="S"),
@@ -108,6 +110,7 @@ class RunOptions:
     timeout_s: float = 900.0
     repeat: Optional[int] = None    # processes per claim; None: precision.MIN_PROCESSES for the device (3 on a CPU)
     hot: bool = False
+    sweep: bool = True              # also measure a claim's other workload.sweep points (recorded, never published)
     hardware_only: bool = False
     progress: Optional[Callable[[str], None]] = None
     timing: TimingLimits = field(default_factory=TimingLimits)
@@ -157,7 +160,7 @@ def parse(get: Callable[[str], Any], *, root: Path, prefix: str = "--",
     timing = get("timing")
     run = RunOptions(
         results=Path(results).resolve() if results else root / "results" / "runs",
-        timeout_s=get("timeout_s"), repeat=get("repeat"), hot=get("hot"), hardware_only=get("hardware_only"),
+        timeout_s=get("timeout_s"), repeat=get("repeat"), hot=get("hot"), sweep=not get("no_sweep"), hardware_only=get("hardware_only"),
         progress=progress, timing=TimingLimits(max_time_s=get("max_time_s"), warmup_s=get("warmup_s")),
         ceilings_cache=Path(ceilings) if ceilings else None, threads=get("threads"), sandbox=get("sandbox"),
         node_rank=get("node_rank"), master_addr=get("master_addr"), master_port=port,

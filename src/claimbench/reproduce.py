@@ -118,12 +118,18 @@ def rerun(rec: Record, root: Path, results: Path, *, timeout_s: float = 900.0,
         repeat = int(steps.run_args[steps.run_args.index("--repeat") + 1]) if "--repeat" in steps.run_args else 1
         threads = int(steps.run_args[steps.run_args.index("--threads") + 1]) if "--threads" in steps.run_args else None
         opts = RunOptions(results=results, timeout_s=timeout_s, repeat=repeat, hot=rec.mode == HOT_MODE,
-                          progress=progress, threads=threads)
+                          progress=progress, threads=threads, sweep=rec.sweep_point is not None)
         _, outcomes = run_claims([project / rec.claim_path], project, opts)
     finally:
         _git(top, "worktree", "remove", "--force", str(tree), check=False)
         shutil.rmtree(scratch, ignore_errors=True)
         _git(top, "worktree", "prune", check=False)
     o = outcomes[0]
+    if rec.sweep_point is not None:  # a sweep point's record is held to the same point of the new run
+        point = next((p for p in o.points if p.point == rec.sweep_point.label), None)
+        if point is None:
+            raise UserError(f"the sweep point {rec.sweep_point.label} was not measured: the claim's own point "
+                            f"ended {o.status.value} ({o.reason}), and a sweep runs only after its own point passes")
+        o = point
     return Comparison(rec.verdict, o.status.value, rec.value, o.value, (rec.ci_low, rec.ci_high),
                       (o.ci_low, o.ci_high), o.reason, o.record_path)

@@ -11,7 +11,7 @@ is the same pure function ``audit`` recomputes.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -32,6 +32,7 @@ from claimbench.stats.precision import MIN_PROCESSES
 from claimbench.stats.status import Status
 from claimbench.store.record import (
     RecordWriteError,
+    SweepPoint,
     check_writable,
     keep_unwritable,
     write_record,
@@ -54,6 +55,8 @@ class Outcome:
     claimed_value: Optional[float] = None
     hardware: str = ""
     checked: bool = False  # its correctness check ran and passed (a skip for hardware carries it too)
+    point: str = ""  # a sweep point's `axis=value`; "" for the claim's own params, whose outcome is the claim's
+    points: tuple["Outcome", ...] = ()  # the claim's other sweep points, measured after it (never its verdict)
 
 
 def run_claims(paths: list[Path], root: Path, opts: RunOptions, *, hw: Optional[Hardware] = None,
@@ -128,13 +131,30 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, *, lis
     seeds = draw_seeds(claim.correctness.trials)
     say(f"{claim.id}: {'measuring on ' + hw.name if ok else 'correctness on CPU (' + why + ')'}")
     with one_claim_at_a_time(root, shared=not ok and _census_blind_to(opts.results, root)):
-        return _measure(claim, Path(claim_path), root, hw=hw, opts=opts, servers=servers, ok=ok, why=why, dtype=dtype,
-                        device=device, names=names, seeds=seeds, say=say)
+        def measure(point: Optional[SweepPoint]) -> Outcome:
+            return _measure(claim, Path(claim_path), root, hw=hw, opts=opts, servers=servers, ok=ok, why=why,
+                            dtype=dtype, device=device, names=names, seeds=seeds, say=say, point=point)
+        own = measure(None)
+        if not (ok and opts.sweep and claim.workload.sweep):
+            return own
+        (axis,) = claim.workload.sweep
+        if not own.checked or own.status in (Status.ERROR, Status.TIMEOUT, Status.REJECTED):
+            say(f"{claim.id}: sweep not measured: its own point ended {own.status.value}")
+            return own
+        # the claim's own point first: its verdict is the claim's, and a point after it cannot change it
+        return replace(own, points=tuple(measure(SweepPoint(axis=axis, value=v)) for v in claim.workload.off_points()))
 
 
 def _measure(claim: Claim, claim_path: Path, root: Path, *, hw: Hardware, opts: RunOptions, servers, ok: bool,
-             why: str, dtype: str, device: str, names: list[str], seeds: dict, say: Callable[[str], None]) -> Outcome:
-    """The claim's window, under the project's lock: ceilings, processes, file census, record."""
+             why: str, dtype: str, device: str, names: list[str], seeds: dict, say: Callable[[str], None],
+             point: Optional[SweepPoint] = None) -> Outcome:
+    """The claim's window, under the project's lock: ceilings, processes, file census, record. At a
+    sweep ``point`` the processes run the claim with that axis's value; the record copies the claim
+    as it is and says which point it measured."""
+    record_claim = claim
+    if point is not None:
+        claim = claim.model_copy(update={"workload": claim.workload.at(point.value)})
+        say = _tagged(say, f"{claim.id} at {point.label}: ", f"{claim.id}: ")
     ceilings = _ceilings(claim, hw, opts, dtype, servers, say) if ok else None
     stop = _precision_stop(claim, hw, device, dtype, ceilings) if ok else None
     sandbox = servers.sandbox(cuda=device == "cuda")
@@ -175,9 +195,9 @@ def _measure(claim: Claim, claim_path: Path, root: Path, *, hw: Hardware, opts: 
                       + " (put back as they were when the run began; each changed version and each new file is "
                       f"kept under {Path(opts.results) / '.quarantine'}, so an edit made meanwhile is not lost)"
                       ) if touched else ""
-    ctx = RunContext(claim=claim, claim_path=Path(claim_path), root=root, hw=hw, matched=ok, why=why, dtype=dtype,
-                     device=device, ceilings=ceilings, touched=touched_reason,
-                     sandbox=sandbox.kind if sandbox.kind == "bwrap" else f"none: {sandbox.why}")
+    ctx = RunContext(claim=record_claim, claim_path=Path(claim_path), root=root, hw=hw, matched=ok, why=why,
+                     dtype=dtype, device=device, ceilings=ceilings, touched=touched_reason,
+                     sandbox=sandbox.kind if sandbox.kind == "bwrap" else f"none: {sandbox.why}", point=point)
     rec = assemble_record(ctx, runs)
     try:
         path = write_record(opts.results, rec)
@@ -187,7 +207,14 @@ def _measure(claim: Claim, claim_path: Path, root: Path, *, hw: Hardware, opts: 
     append_index(opts.results, path, rec)
     return Outcome(claim.id, Path(claim_path), Status(rec.verdict), rec.reason, path, rec.value, rec.ci_low,
                    rec.ci_high, claim.claimed.metric, claim.claimed.value, hw.name,
-                   checked=rec.correctness.get("passed") is True)
+                   checked=rec.correctness.get("passed") is True, point=point.label if point else "")
+
+
+def _tagged(say: Callable[[str], None], tag: str, old: str) -> Callable[[str], None]:
+    """``say`` with each line's claim tag naming the sweep point: two points' lines otherwise read alike."""
+    def tagged(msg: str) -> None:
+        say(tag + msg.removeprefix(old))
+    return tagged
 
 
 _SHARED: dict = {}

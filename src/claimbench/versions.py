@@ -12,11 +12,12 @@ from __future__ import annotations
 from typing import Final
 
 # Record layout. 1: first release; 2: `status` became `verdict`, per-sample process ids;
-# 3: hardware_spec and workload copied from the claim, samples last (reads top-down).
-SCHEMA_VERSION: Final = 3
-# The versions whose files schema/record.schema.json describes as they are: 2 -> 3 only bumped the
-# number (the copied blocks it added are optional), so a reader's tool can check either as stored.
-RECORD_SCHEMAS_AS_STORED: Final = (2, 3)
+# 3: hardware_spec and workload copied from the claim, samples last (reads top-down);
+# 4: sweep_point, on a record of a sweep point other than the claim's params (issue 26).
+SCHEMA_VERSION: Final = 4
+# The versions whose files schema/record.schema.json describes as they are: 2 -> 3 and 3 -> 4 only
+# bumped the number (the fields they added are optional), so a reader's tool can check any as stored.
+RECORD_SCHEMAS_AS_STORED: Final = (2, 3, 4)
 
 # How a number was measured. 2: per-sample perturbation, CPU calls timed alone from 50 us;
 # 3: pinned host allocator; 4: the judge and the clock out of the kernel's process (orchestrator,
@@ -26,8 +27,9 @@ PROTOCOL_VERSION: Final = 5
 MIN_PROTOCOL_VERSION: Final = 4  # publish shows no number measured under an older protocol
 
 # results/index.jsonl, one Summary per record. 4: cheaper record checks (copy digest over a list);
-# 5: protocol.sandbox, for the `no sandbox` label; 6: floor_us, for the `no floor` label.
-INDEX_VERSION: Final = 6
+# 5: protocol.sandbox, for the `no sandbox` label; 6: floor_us, for the `no floor` label;
+# 7: sweep_axis and sweep_value, so that no sweep point's record is published.
+INDEX_VERSION: Final = 7
 
 # The messages between the orchestrator and its sides (orchestrator/messages.py). 1: first.
 WIRE_VERSION: Final = 1

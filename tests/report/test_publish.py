@@ -13,7 +13,7 @@ import recordkit as rk
 
 from claimbench.report import publish as pub
 from claimbench.spec.listing import ListError
-from claimbench.store.record import MIN_PROTOCOL_VERSION, load_record
+from claimbench.store.record import MIN_PROTOCOL_VERSION, SCHEMA_VERSION, load_record
 
 GOLDEN = rk.FIXTURE / "LIST.published.md"
 
@@ -160,7 +160,7 @@ def test_older_record_version_is_migrated_and_not_published_under_an_older_proto
     for f in src.iterdir():
         shutil.copy(f, dst / f.name)
     rec = load_record(dst / "20261105T090000Z-nvidia-h200-00000000a1.json")
-    assert rec.schema_version == 3 and rec.verdict == "verified" and rec.kernel.processes == [0] * 60
+    assert rec.schema_version == SCHEMA_VERSION and rec.verdict == "verified" and rec.kernel.processes == [0] * 60
     assert rec.hardware_spec is None and rec.workload is None
     assert rec.protocol_version == 3
     plan = run(root)

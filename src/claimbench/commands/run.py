@@ -73,9 +73,12 @@ def run(args) -> int:
         from claimbench.ci.summary import write_summary
         write_summary(ci.summary, hw, outcomes)
     if args.format == "json":
-        json.dump([{"claim": o.claim_id, "status": o.status.value, "reason": o.reason, "value": o.value,
+        def one(o) -> dict:
+            return {"claim": o.claim_id, "status": o.status.value, "reason": o.reason, "value": o.value,
                     "ci": [o.ci_low, o.ci_high], "metric": o.metric, "claimed": o.claimed_value,
-                    "hardware": o.hardware, "record": str(o.record_path) if o.record_path else None} for o in outcomes],
+                    "hardware": o.hardware, "record": str(o.record_path) if o.record_path else None}
+        # a sweep's other points nest under their claim: the claim's status is its own point's alone
+        json.dump([{**one(o), "sweep": [{"point": p.point, **one(p)} for p in o.points]} for o in outcomes],
                   sys.stdout, indent=2)
         print()
     else:
@@ -86,7 +89,7 @@ def run(args) -> int:
 
 def format_table(outcomes) -> str:
     rows = [("claim", "hardware", "measured [95% CI]", "claimed", "verdict", "reason")]
-    for o in outcomes:
+    for o in (row for claim in outcomes for row in (claim, *claim.points)):
         if o.value is None:
             meas = "-"
         elif o.ci_low is None or o.ci_high is None:
@@ -94,7 +97,8 @@ def format_table(outcomes) -> str:
         else:
             meas = f"{o.value:.4g} [{o.ci_low:.4g}, {o.ci_high:.4g}]"
         claimed = "-" if o.claimed_value is None else f"{o.metric} {o.claimed_value:g}"
-        rows.append((terminal(o.claim_id), terminal(o.hardware[:28]), meas, claimed, o.status.value, terminal(o.reason)))
+        name = f"  at {o.point} (sweep)" if o.point else o.claim_id  # under its claim; never the claim's verdict
+        rows.append((terminal(name), terminal(o.hardware[:28]), meas, claimed, o.status.value, terminal(o.reason)))
     widths = [max(len(r[i]) for r in rows) for i in range(5)]
     lines = []
     for r in rows:  # the whole reason: a cut one hides what to do ("... [95% CI 1.832, 3.")

@@ -237,14 +237,17 @@ def _expressions(claim: Claim, add) -> None:
         text = getattr(claim.workload, name)
         if text is None:
             continue
-        for i, params in enumerate([claim.workload.params] + [{**claim.workload.params, **c} for c in claim.workload.check_params]):
+        w = claim.workload
+        shapes = [("", w.params)] + [(f" for check_params[{i}]", {**w.params, **c}) for i, c in enumerate(w.check_params)]
+        shapes += [(f" for the sweep point {v!r}", w.at(v).params) for v in w.off_points()]
+        for where, params in shapes:
             try:
                 value = expr.evaluate(text, params)
             except expr.ExprError as e:
                 add(("workload", name), f"{e}; write arithmetic over params names and numbers only")
                 break
             if value <= 0:
-                add(("workload", name), f"evaluates to {value:g}{' for check_params[%d]' % (i - 1) if i else ''}; it must be positive")
+                add(("workload", name), f"evaluates to {value:g}{where}; it must be positive")
                 break
 
 

@@ -23,7 +23,15 @@ from claimbench.spec import expr
 from claimbench.spec.claim import Claim
 from claimbench.stats.precision import evidence_fields
 from claimbench.stats.verdict import Evidence, Samples, decide
-from claimbench.store.record import PROTOCOL_VERSION, Record, SideTiming, claim_copy, sha256_file, utc_now
+from claimbench.store.record import (
+    PROTOCOL_VERSION,
+    Record,
+    SideTiming,
+    SweepPoint,
+    claim_copy,
+    sha256_file,
+    utc_now,
+)
 
 SIDES = ("kernel", "baseline")
 PROTOCOL_KEYS = ("mode", "timer", "warmup_s", "warmup_calls", "stop_reason", "flush_bytes", "l2_reset",
@@ -45,6 +53,7 @@ class RunContext:
     ceilings: Optional[dict] = None  # `Ceilings.to_dict()`, or None when none were measured
     sandbox: str = ""               # "bwrap", or "none: <why>"
     touched: str = ""               # why the run is an error for files the claim's processes changed; "" if none
+    point: Optional[SweepPoint] = None  # the sweep point run (its axis at another value); None: the claim's params
 
 
 def assemble_record(ctx: RunContext, runs: Sequence[ClaimRun]) -> Record:
@@ -59,7 +68,7 @@ def assemble_record(ctx: RunContext, runs: Sequence[ClaimRun]) -> Record:
         outcome_reason = f"{ctx.why}; CPU correctness check could not run: {outcome_reason}"
     corr = _correctness(runs)
     rejections = sorted({x for r in runs for x in r.rejections})
-    flops, nbytes = expr.workload_counts(claim.workload)
+    flops, nbytes = expr.workload_counts(claim.workload, {ctx.point.axis: ctx.point.value} if ctx.point else None)
     k, b = _side(runs, "kernel"), _side(runs, "baseline")
     timing = last.timing or {}
     floor, term = _floor(ctx, flops, nbytes, last.tensor_bytes, cold=timing.get("mode") == "cold")
@@ -94,7 +103,7 @@ def assemble_record(ctx: RunContext, runs: Sequence[ClaimRun]) -> Record:
         hardware={**hw.to_dict(), "slug": hw.slug, "name": hw.name}, hardware_match=ok, hardware_reason=ctx.why,
         blockers=list(ev.blockers),
         mode=("measured-hot" if timing.get("mode") == "hot" else "measured") if ok else "correctness-only",
-        **claim_copy(claim), flops=flops, bytes=nbytes,
+        **claim_copy(claim), sweep_point=ctx.point, flops=flops, bytes=nbytes,
         tensor_bytes=last.tensor_bytes, protocol=protocol, correctness=corr, rejections=rejections,
         outcome=outcome, outcome_reason=outcome_reason, throttled_majority=throttled,
         kernel=k, baseline=b, ceilings=ctx.ceilings or {}, floor_us=floor, floor_term=term,

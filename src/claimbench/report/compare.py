@@ -88,7 +88,9 @@ def load_side(path: Path) -> tuple[tuple[str, str], Side, str]:
     problems = check_record(rec)
     side = Side(str(path), rec.hardware_slug, str(rec.claimed.get("metric", "")), rec.value, rec.ci_low, rec.ci_high,
                 rec.verdict, problem=f"{problems[0][0]}: {problems[0][1]}" if problems else "")
-    return (rec.claim_id, rec.hardware_slug), side, normalized_utc(rec.created_utc) or ""
+    # a sweep point compares with the same point only: `cpu-softmax at cols=1024` is a row of its own
+    name = rec.claim_id + (f" at {rec.sweep_point.label}" if rec.sweep_point else "")
+    return (name, rec.hardware_slug), side, normalized_utc(rec.created_utc) or ""
 
 
 def collect(paths: Iterable[Path]) -> dict[tuple[str, str], Side]:

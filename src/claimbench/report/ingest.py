@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Optional, Union
+from typing import Any, Iterable, Optional, Union
 
 from claimbench.errors import UsageError
 from claimbench.spec.problem import Problem
@@ -186,35 +186,35 @@ class _ClaimsAtCommits:
         self.commits = commits
         specs = list(dict.fromkeys(self._spec(c) for c in cands))
         self.blobs = dict(zip(specs, git_objects(commits.root, specs)))
-        self.memo: dict[str, Union[tuple[dict, Optional[float], Optional[float]], str]] = {}
+        self.memo: dict[str, Any] = {}  # spec -> the Claim at that commit, or why there is none
 
     def _spec(self, c: _Candidate) -> str:
         return self.commits.path_spec(c.rec.git_commit or "", c.rec.claim_path)
 
-    def _expected(self, spec: str) -> Union[tuple[dict, Optional[float], Optional[float]], str]:
-        """The claim's expected copy, or the reason it has none."""
+    def _claim(self, spec: str):
+        """The claim at that commit, or the reason it cannot vouch for a record."""
         if spec not in self.memo:
             from claimbench.spec.claim import Claim
             from claimbench.spec.yamlsafe import parse_document
             from claimbench.store.claimcopy import expected_copy
 
             raw = self.blobs.get(spec)
-            why = "has flops or bytes that do not evaluate"
             try:
-                want = expected_copy(Claim.model_validate(parse_document(raw or b"", spec).data))
+                claim = Claim.model_validate(parse_document(raw or b"", spec).data)
             except Exception as e:  # noqa: BLE001 (any parse or validation failure: the claim cannot vouch)
-                want, why = None, f"does not parse as a claim ({type(e).__name__})"
-            self.memo[spec] = want if want is not None else why
+                self.memo[spec] = f"does not parse as a claim ({type(e).__name__})"
+            else:
+                self.memo[spec] = claim if expected_copy(claim) is not None else "has flops or bytes that do not evaluate"
         return self.memo[spec]
 
     def problem(self, c: _Candidate) -> Optional[Problem]:
-        from claimbench.store.claimcopy import copy_differences
+        from claimbench.store.claimcopy import record_differences
 
-        want = self._expected(self._spec(c))
+        claim = self._claim(self._spec(c))
         commit = (c.rec.git_commit or "")[:12]
-        if isinstance(want, str):
-            return _refuse(c.source, "claim_path", f"{c.rec.claim_path} at commit {commit} {want}")
-        diffs = copy_differences(c.rec, *want)
+        if isinstance(claim, str):
+            return _refuse(c.source, "claim_path", f"{c.rec.claim_path} at commit {commit} {claim}")
+        diffs = record_differences(c.rec, claim)
         if not diffs:
             return None
         key, have, claim_says = diffs[0]

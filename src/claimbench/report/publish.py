@@ -186,7 +186,7 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,
 def _facts(checked: dict, results_dir: Path) -> Callable[[str], Optional[ClaimFacts]]:
     from functools import lru_cache
 
-    from claimbench.store.claimcopy import claim_digest, copy_differences, expected_copy
+    from claimbench.store.claimcopy import claim_digest, expected_copy, record_differences
     from claimbench.store.record import load_record
 
     memo: dict = {}
@@ -195,13 +195,14 @@ def _facts(checked: dict, results_dir: Path) -> Callable[[str], Optional[ClaimFa
         if path not in memo:
             r = checked.get(path)
             claim = r.claim if r is not None else None
-            want = expected_copy(claim) if claim is not None else None
-            if want is None:
+            if claim is None or expected_copy(claim) is None:
                 memo[path] = None
             else:
-                by_form = lru_cache(maxsize=8)(lambda form, c=claim, w=want: claim_digest(c, form, w))
-                memo[path] = ClaimFacts(path, lambda like, d=by_form: d(like[:2]),
-                                        lambda rec, w=want: copy_differences(load_record(results_dir / rec), *w))
+                # per digest form and sweep point: a sweep point's record copies its own flops and bytes
+                # (the value's type is part of the key: 4096 and 4096.0 hash alike but are different points)
+                by_form = lru_cache(maxsize=32)(lambda form, at, _type, c=claim: claim_digest(c, form, at=at))
+                memo[path] = ClaimFacts(path, lambda like, at=None, d=by_form: d(like[:2], at, type(at and at[1])),
+                                        lambda rec, c=claim: record_differences(load_record(results_dir / rec), c))
         return memo[path]
     return facts
 

@@ -119,7 +119,7 @@ def build_site(root: Path, out_dir: Path, *, list_path: Optional[Path] = None,
         view = claim_view(cid, checked.get(cid), recs, [n for n in numbers if n.claim_id == cid],
                           [r for r in p.removed if r.claim_id == cid], record, links, out / "claims", results_dir)
         (out / "claims" / f"{cid}.html").write_text(page.render(depth=1, title=f"Claim {cid}", **view), encoding="utf-8")
-    measured = [s for s in summaries if s.ok and s.mode == "measured"]
+    measured = [s for s in summaries if s.ok and s.mode == "measured" and s.point is None]  # claims' own points
     sections = roofline_sections(measured, record, out, claims)
     (out / "rooflines.html").write_text(env.get_template("rooflines.html").render(
         depth=0, title="Rooflines", sections=sections, any_measured=bool(measured)), encoding="utf-8")

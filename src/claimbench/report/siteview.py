@@ -83,14 +83,15 @@ def claim_view(cid: str, checked, recs: list[Summary], numbers: list[NumberView]
     from claimbench.report import siteplots
 
     c = checked.claim if checked is not None else None
-    measured = [s for s in recs if s.ok and s.mode == "measured" and s.value is not None]
+    # the claim's own params only: a sweep's other points have their own figure, never the claim's history
+    measured = [s for s in recs if s.ok and s.mode == "measured" and s.value is not None and s.point is None]
     latest: dict[str, Summary] = {}
     for s in measured:
         latest.setdefault(s.hardware, s)  # recs are newest first
     view: dict[str, Any] = {"cid": cid, "claim": c, "ok": checked is not None and checked.ok,
             "problems": [str(p) for p in (checked.problems if checked is not None else [])],
             "numbers": [(n, links.record(n.record, 1)) for n in numbers],
-            "removed": removed, "history": None, "samples": None, "trials": [], "reproduce": []}
+            "removed": removed, "history": None, "samples": None, "trials": [], "reproduce": [], "sweep": None}
     if c is not None:
         view["fields"] = [("entry", c.entry)] + [
             (k, "; ".join(f"{f}: {v}" for f, v in getattr(c, k).model_dump(exclude_none=True).items() if v not in ([], {})))
@@ -118,7 +119,12 @@ def claim_view(cid: str, checked, recs: list[Summary], numbers: list[NumberView]
             siteplots.save(siteplots.samples(panels), page_dir / f"{cid}-samples.svg")
             view["samples"] = f"{cid}-samples.svg"
             view["trials"] = [(machine(r.hardware), _trials(r)) for _, r in full]
+    if c is not None and c.workload.sweep:
+        from claimbench.report.sitesweep import save_sweep, sweep_series
+        view["sweep_axis"] = next(iter(c.workload.sweep))
+        view["sweep"] = save_sweep(c, sweep_series(c, recs, record, machine), page_dir / f"{cid}-sweep.svg")
     view["records"] = [dict(created=s.created_utc[:19], machine=s.hardware_name or s.hardware,
+                            point=f"{s.sweep_axis}={s.sweep_value}" if s.point else "claim's own",
                             verdict=s.verdict or "unreadable", verified=s.verdict == VERIFIED,
                             value="" if s.value is None else f"{s.value:.4g}",
                             ci=interval("", s.value, s.ci_low, s.ci_high),

@@ -66,7 +66,7 @@ class ClaimFacts:
     """What the judgement needs of one claim file: what its records must copy."""
 
     path: str
-    digest: Callable  # (a record's copy digest) -> the digest the claim gives in that form, or None
+    digest: Callable  # (a record's copy digest, its sweep point or None) -> the claim's digest in that form, or None
     differences: Callable  # (record path) -> [(field, record's value, claim's value)]
 
 
@@ -155,7 +155,7 @@ def _disagreements(s: Summary, f: Optional[ClaimFacts]) -> Problems:
     """The record against the claim file whose hash it carries (the current one: hashes match)."""
     if f is None:
         return []  # the claim does not parse: it fails check, and no number attaches to it
-    if s.copy_sha and s.copy_sha == f.digest(s.copy_sha):
+    if s.copy_sha and s.copy_sha == f.digest(s.copy_sha, s.point):
         return []
     diffs = f.differences(s.path)  # the slow, certain way: the record against the claim, field by field
     return [(key, f"the record says {have!r}, but {f.path} (the claim file whose hash it carries) says {want!r}; "
@@ -218,10 +218,10 @@ def judge(summaries: Sequence[Summary], *, hashes: Hashes, claims_by_id: Mapping
             return False
         if hashes.get(s.claim_path) != s.claim_sha256:
             return True
-        key = (s.claim_path, s.copy_sha[:2])
+        key = (s.claim_path, s.copy_sha[:2], s.point, type(s.sweep_value))  # 4096 and 4096.0 are two points
         if key not in expected:
             f = facts(s.claim_path)
-            expected[key] = f.digest(s.copy_sha) if f is not None else s.copy_sha
+            expected[key] = f.digest(s.copy_sha, s.point) if f is not None else s.copy_sha
         return s.copy_sha == expected[key]
 
     groups: dict[Group, list[Summary]] = {}
@@ -229,7 +229,7 @@ def judge(summaries: Sequence[Summary], *, hashes: Hashes, claims_by_id: Mapping
         probs = at_commit(s) if fine(s) else cheap(s)
         if probs:
             j.refused[s.path] = probs
-        elif s.mode == "measured":
+        elif s.mode == "measured" and s.point is None:  # a sweep point's number is never the claim's
             groups.setdefault((s.claim_id, s.hardware, s.machine), []).append(s)
     for recs in groups.values():
         recs.sort(key=_newest, reverse=True)

@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 COLUMNS = ["claim", "hardware", "date", "verdict", "metric", "value", "ci_low", "ci_high",
-           "commit", "dirty", "mode", "machine", "record"]
+           "commit", "dirty", "mode", "machine", "point", "record"]
 
 
 def records_table(results_dir: Path, *, claim: Optional[str] = None, hardware: Optional[str] = None,
@@ -42,6 +42,7 @@ def records_table(results_dir: Path, *, claim: Optional[str] = None, hardware: O
         rows = [s for s in rows if s.verdict == verdict]
     df = pd.DataFrame({
         "claim": [s.claim_id for s in rows],
+        "point": [f"{s.sweep_axis}={s.sweep_value}" if s.sweep_axis else "" for s in rows],  # "": the claim's params
         "hardware": [s.hardware for s in rows],
         "date": pd.to_datetime([s.when or s.created_utc for s in rows], utc=True, format="ISO8601"),
         "verdict": [s.verdict for s in rows],
@@ -61,7 +62,7 @@ def records_table(results_dir: Path, *, claim: Optional[str] = None, hardware: O
 
 def compare(df: pd.DataFrame, hw_a: str, hw_b: str) -> pd.DataFrame:
     """Per claim, the latest measured record on each GPU, side by side, and the ratio b / a."""
-    measured = df[df["mode"] == "measured"]
+    measured = df[(df["mode"] == "measured") & (df["point"] == "")]  # a sweep point is not the claim's number
     sides = []
     for hw in (hw_a, hw_b):
         pat = hw.lower()

@@ -58,7 +58,8 @@ def show_provenance(root: Path, claim_id: str, *, results_dir: Optional[Path] = 
                  else "current" if not why else "not current: " + "; ".join(why))
         value = f"{s.value:.4g} {_ci(s.ci_low, s.ci_high)}" if s.value is not None else "-"
         out.append(_t(f"    {s.created_utc[:19]}Z  {s.machine or s.hardware:<16} {s.verdict:<12} {s.metric} {value}  "
-                      f"commit {(s.git_commit or '?')[:10]}{' dirty' if is_dirty(s) else ''}  [{s.mode}]"))
+                      f"commit {(s.git_commit or '?')[:10]}{' dirty' if is_dirty(s) else ''}  [{s.mode}"
+                      + (f", sweep point {s.sweep_axis}={s.sweep_value!r}: never shown]" if s.point else "]")))
         out.append(_t(f"      {at}/{s.path}  ({state})"))
     if p is None:
         out.append(f"  list     {_t(str(list_path))} does not exist")

@@ -21,6 +21,7 @@ SOURCE_KINDS = ("paper", "specification", "documentation", "repository", "implem
 METRICS = ("speedup", "time_us", "tflops", "gbps", "sol_fraction")
 BACKENDS = ("torch", "triton", "cupy", "cpu")
 PROPERTIES = ("deterministic", "batch-invariant")
+MIN_SWEEP_POINTS, MAX_SWEEP_POINTS = 2, 8  # a sweep is a figure, not a search: each point is a whole measurement
 IMPL_RE = r"^[A-Za-z0-9_./-]+\.py:[A-Za-z_][A-Za-z0-9_]*$"
 
 Dtype = Literal[DTYPES]  # type: ignore[valid-type]
@@ -87,6 +88,43 @@ class Workload(_Model):
         default_factory=list, description="Optional: extra (small, awkward) shapes, checked for correctness only.")
     flops: Optional[Text] = Field(None, description="Optional: arithmetic over `params` names giving matrix-unit operations.")
     bytes: Optional[Text] = Field(None, description="The fewest bytes that must move, as arithmetic over `params`; required for cuda claims.")
+    sweep: Optional[dict[str, list[Scalar]]] = Field(
+        None, description="Optional: one `params` name and the values to measure it at, e.g. `{cols: [1024, 4096, 16384]}`. "
+        f"Each point is measured and recorded on its own ({MIN_SWEEP_POINTS} to {MAX_SWEEP_POINTS} values, among them "
+        "the one `params` gives); the claim's verdict and its published number stand on `params` alone.")
+
+    @model_validator(mode="after")
+    def _one_axis(self) -> "Workload":
+        if self.sweep is None:
+            return self
+        if len(self.sweep) != 1:
+            raise ValueError(f"sweep names one params name, not {len(self.sweep)}: sweep one axis per claim")
+        (axis, values), = self.sweep.items()
+        if axis not in self.params:
+            raise ValueError(f"sweep axis `{axis}` is not a params name; one of {', '.join(sorted(self.params))}")
+        here = self.params[axis]
+        if not MIN_SWEEP_POINTS <= len(values) <= MAX_SWEEP_POINTS:
+            raise ValueError(f"sweep {axis} has {len(values)} values; give {MIN_SWEEP_POINTS} to {MAX_SWEEP_POINTS}")
+        if any(type(v) is not type(here) for v in values):
+            raise ValueError(f"sweep {axis} values must all be {type(here).__name__}, as params {axis} is")
+        if len(set(values)) != len(values):
+            raise ValueError(f"sweep {axis} lists a value twice")
+        if here not in values:
+            raise ValueError(f"sweep {axis} must include params {axis} ({here!r}): the verdict stands on that point")
+        return self
+
+    def off_points(self) -> list[Scalar]:
+        """The sweep's values other than the claim's own, in the claim's order: the extra points to measure."""
+        if self.sweep is None:
+            return []
+        (axis, values), = self.sweep.items()
+        return [v for v in values if v != self.params[axis]]
+
+    def at(self, value: Scalar) -> "Workload":
+        """This workload with its sweep axis at ``value``: what a sweep point is run with."""
+        assert self.sweep is not None
+        (axis,) = self.sweep
+        return self.model_copy(update={"params": {**self.params, axis: value}})
 
 
 class Precision(_Model):

@@ -109,9 +109,10 @@ def _eval(node: ast.AST, nums: Mapping[str, float]):
     raise ExprError(f"{type(node).__name__} is not allowed")
 
 
-def workload_counts(workload: Any) -> tuple[Optional[float], Optional[float]]:
+def workload_counts(workload: Any, at: Optional[Mapping[str, Any]] = None) -> tuple[Optional[float], Optional[float]]:
     """A claim's (flops, bytes) at its own params, None where it declares none: what the stopping rule,
-    the record and the record-against-claim check all hold a number to. Raises ``ExprError``."""
-    params = dict(workload.params)
+    the record and the record-against-claim check all hold a number to. ``at`` overrides params (a
+    sweep point's axis). Raises ``ExprError``."""
+    params = {**workload.params, **(at or {})}
     return (evaluate(workload.flops, params) if workload.flops else None,
             evaluate(workload.bytes, params) if workload.bytes else None)

@@ -37,23 +37,54 @@ def copy_digest_of(rec: "Record") -> str:
     return digest
 
 
-def expected_copy(claim) -> Optional[tuple[dict, Optional[float], Optional[float]]]:
-    """(`claim_copy`, flops, bytes) that a record of `claim` must hold; None when the claim's
-    flops or bytes do not evaluate (it fails check, so no record of it can stand)."""
+def expected_copy(claim, at: Optional[tuple[str, Any]] = None) -> Optional[tuple[dict, Optional[float], Optional[float]]]:
+    """(`claim_copy`, flops, bytes) that a record of `claim` must hold, at the sweep point ``at``
+    ((axis, value); None: the claim's own params); None when the claim's flops or bytes do not
+    evaluate (it fails check, so no record of it can stand) or ``at`` is not one of its off points."""
     from claimbench.spec import expr
 
+    if at is not None and not on_sweep(claim, at):
+        return None
     try:
-        flops, nbytes = expr.workload_counts(claim.workload)
+        flops, nbytes = expr.workload_counts(claim.workload, dict([at]) if at else None)
     except expr.ExprError:
         return None
     return claim_copy(claim), flops, nbytes
 
 
-def claim_digest(claim, like: str, want: Optional[tuple] = None) -> Optional[str]:
+def on_sweep(claim, at: tuple[str, Any]) -> bool:
+    """Whether (axis, value) is one of the claim's sweep points other than its own params (a value
+    of another type is another point: 4096 is not 4096.0)."""
+    sweep = claim.workload.sweep or {}
+    axis, value = at
+    return axis in sweep and value != claim.workload.params[axis] and \
+        any(v == value and type(v) is type(value) for v in sweep[axis])
+
+
+def point_of(rec: "Record") -> Optional[tuple[str, Any]]:
+    """A record's sweep point as (axis, value); None for a record of its claim's own params."""
+    return None if rec.sweep_point is None else (rec.sweep_point.axis, rec.sweep_point.value)
+
+
+def record_differences(rec: "Record", claim) -> list[tuple[str, Any, Any]]:
+    """`copy_differences` of a record against ``claim`` at the record's own point; a point the
+    claim does not sweep is itself the difference."""
+    at = point_of(rec)
+    want = expected_copy(claim, at)
+    if want is None and at is not None and not on_sweep(claim, at):
+        sweep = claim.workload.sweep
+        return [("sweep_point", f"{at[0]}={at[1]!r}",
+                 f"sweep {sweep}" if sweep else "no sweep (the claim measures its params only)")]
+    if want is None:
+        return [("workload", "counts at its params", "flops or bytes that do not evaluate")]
+    return copy_differences(rec, *want)
+
+
+def claim_digest(claim, like: str, want: Optional[tuple] = None, at: Optional[tuple[str, Any]] = None) -> Optional[str]:
     """The `copy_digest` a record of `claim` must carry, in the form of `like` (a record's digest:
-    full or partial, and its JSON method); None when it cannot be computed here. ``want``: the
-    claim's `expected_copy`, when the caller has it."""
-    want = want if want is not None else expected_copy(claim)
+    full or partial, and its JSON method), at the sweep point ``at``; None when it cannot be
+    computed here. ``want``: the claim's `expected_copy` at that point, when the caller has it."""
+    want = want if want is not None else expected_copy(claim, at)
     if want is None or len(like) < 2 or like[0] not in "fp" or like[1] not in "oj":
         return None
     copy, flops, nbytes = want

@@ -89,10 +89,17 @@ class Summary(NamedTuple):
     dirty_files: tuple = ()  # changed files this record's number depends on (empty: clean or unknown)
     sandbox: str = ""  # protocol.sandbox: "bwrap", or "none: <why>" when the sides ran unconfined
     floor_us: Optional[float] = None  # the physics floor the number was held to; None or 0: none applied
+    sweep_axis: str = ""  # a sweep point's axis: never published; "" for a record of its claim's own params
+    sweep_value: Any = None  # that axis's value at the point (a params scalar)
 
     @property
     def ok(self) -> bool:
         return self.error is None
+
+    @property
+    def point(self) -> Optional[tuple[str, Any]]:
+        """(axis, value) of a sweep point's record; None for the claim's own params."""
+        return (self.sweep_axis, self.sweep_value) if self.sweep_axis else None
 
 
 _FIELDS = Summary._fields
@@ -149,7 +156,8 @@ def summarize(rec: Record, rel: str, size: int, mtime_ns: int, sha256: str) -> S
         machine=machine_name(rec.hardware, rec.protocol), when=normalized_utc(rec.created_utc) or "",
         copy_sha=copy_digest_of(rec), dirty_files=dirty_files,
         sandbox=str(rec.protocol.get("sandbox") or "") if isinstance(rec.protocol, dict) else "",
-        floor_us=rec.floor_us)
+        floor_us=rec.floor_us, sweep_axis=rec.sweep_point.axis if rec.sweep_point else "",
+        sweep_value=rec.sweep_point.value if rec.sweep_point else None)
 
 
 def scan_tree(results: Path) -> tuple[list[tuple[str, str]], list[tuple[str, str]]]:

@@ -80,6 +80,23 @@ class SideTiming(BaseModel):
     dropped_us: list[float] = Field(default_factory=list, description="Samples dropped for throttling.")
 
 
+class SweepPoint(BaseModel):
+    """Where on its claim's sweep axis a record was measured, when not at the claim's own params.
+
+    A record of a sweep point is a whole record (its own processes, checks, samples and verdict),
+    held by audit to the claim like any other; it is never published, since the claim's number
+    stands on its params alone. The claim's own point carries none: its record is the claim's."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
+
+    axis: str = Field(description="The params name the claim sweeps.")
+    value: bool | int | float | str = Field(description="That name's value at this point (one of the claim's sweep values).")
+
+    @property
+    def label(self) -> str:
+        return f"{self.axis}={self.value}"
+
+
 class Record(BaseModel):
     """One run of one claim on one machine. Field order is the order a reader wants."""
 
@@ -100,8 +117,10 @@ class Record(BaseModel):
     precision: dict[str, Any] = Field(default_factory=dict)
     hardware_spec: Optional[dict[str, Any]] = Field(None, description="The claim's hardware block (None: migrated).")
     workload: Optional[dict[str, Any]] = Field(None, description="The claim's workload block (None: migrated).")
-    flops: Optional[float] = None
-    bytes: Optional[float] = None
+    sweep_point: Optional[SweepPoint] = Field(
+        None, description="Set on a record of a sweep point other than the claim's params (never published).")
+    flops: Optional[float] = Field(None, description="At the params measured (a sweep point's own).")
+    bytes: Optional[float] = Field(None, description="At the params measured (a sweep point's own).")
     hardware: dict[str, Any] = Field(default_factory=dict, description="Detected hardware and software.")
     git_commit: Optional[str] = None
     git_dirty: Optional[bool] = None
@@ -208,15 +227,17 @@ def _number(x) -> TypeGuard[float]:
 # claim keys added after records began copying `hardware`: copied only when a claim sets them, so
 # every record made before they existed still copies its claim exactly (and keeps its digest)
 ADDED_HARDWARE_KEYS = ("nvlink",)
+ADDED_WORKLOAD_KEYS = ("sweep",)
 
 
 def claim_copy(claim) -> dict:
     """Exactly the fields a record copies from its claim (`Record` keys, JSON values); the runner
     passes them to `Record`, and audit compares them with the claim file the record names."""
     unset = {k for k in ADDED_HARDWARE_KEYS if getattr(claim.hardware, k) is None}
+    unswept = {k for k in ADDED_WORKLOAD_KEYS if getattr(claim.workload, k) is None}
     return {"claimed": claim.claimed.model_dump(mode="json"), "precision": claim.precision.model_dump(mode="json"),
             "hardware_spec": claim.hardware.model_dump(mode="json", exclude=unset),
-            "workload": claim.workload.model_dump(mode="json")}
+            "workload": claim.workload.model_dump(mode="json", exclude=unswept)}
 
 
 
@@ -252,7 +273,12 @@ def _migrate_2_to_3(d: dict) -> dict:
     return {**d, "schema_version": 3}
 
 
-MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3}
+def _migrate_3_to_4(d: dict) -> dict:
+    """Version 3 had no sweeps: every record is of its claim's own params (no `sweep_point`)."""
+    return {**d, "schema_version": 4}
+
+
+MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4}
 
 
 class RecordError(UserError):

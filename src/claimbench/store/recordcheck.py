@@ -92,6 +92,8 @@ def _intrinsic(rec: Record) -> list[tuple[str, str]]:
         if not ok:
             out.append(("hardware", f"says it matched its claim's hardware ({spec.get('device')} "
                                     f"{' or '.join(models)}), but it ran on {found}"))
+    if rec.sweep_point is not None and (bad := _off_sweep(rec)) is not None:
+        out.append(("sweep_point", bad))
     when = normalized_utc(rec.created_utc)
     tomorrow = (datetime.now(timezone.utc) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     if when is not None and when > tomorrow:  # normalized times compare as strings in time order
@@ -101,6 +103,23 @@ def _intrinsic(rec: Record) -> list[tuple[str, str]]:
             out.append((f"{name}.median_us", f"says {t.median_us!r}, but its {len(t.samples_us)} samples' median is "
                                              f"{statistics.median(t.samples_us)!r}: edited by hand?"))
     return out
+
+
+def _off_sweep(rec: Record) -> Optional[str]:
+    """Why a record's sweep point is not one of the off points its own copy of the claim sweeps
+    (the copy is held to the claim file separately); None when it is."""
+    point = rec.sweep_point
+    assert point is not None
+    work = rec.workload if isinstance(rec.workload, dict) else {}
+    sweep, params = work.get("sweep"), work.get("params")
+    values = sweep.get(point.axis) if isinstance(sweep, dict) else None
+    if not isinstance(values, list) or not isinstance(params, dict):
+        return f"{point.label}: its claim's workload sweeps no `{point.axis}`"
+    if not any(v == point.value and type(v) is type(point.value) for v in values):
+        return f"{point.label}: not one of its claim's sweep values {values}"
+    if params.get(point.axis) == point.value:
+        return f"{point.label} is the claim's own params: that record is the claim's, with no sweep_point"
+    return None
 
 
 def _compare(rec: Record, v) -> list[tuple[str, str]]:
