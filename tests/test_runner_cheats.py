@@ -112,3 +112,25 @@ def test_honest_kernel_gets_a_timing_verdict_and_a_record(project, hw, servers):
     out = _run(project, hw, "honest_run", "honest", servers=servers)
     assert out.status in (Status.VERIFIED, Status.INCONCLUSIVE, Status.REFUTED), out.reason
     assert out.record_path is not None and out.record_path.is_file()
+
+
+
+def test_a_kernel_running_half_its_work_on_a_thread_of_its_own_gets_no_second_core(project, hw):
+    """With `--threads 1` both sides are pinned to the same one CPU, so a kernel that starts a thread
+    per call (gone before any census sees it) cannot take a core its rival never had. Unpinned, on
+    this 2-core machine, it measured 0.484 where the honest kernel measured 0.329 (2026-12-03); the
+    claimed 0.45 is what only the trick reaches."""
+    import os
+
+    from claimbench.store.record import load_record
+
+    if len(os.sched_getaffinity(0)) < 2:
+        pytest.skip("one CPU here: there is no second core to take")
+    path = write_claim(project, "extra-threads", "extra_threads", bytes="8 * rows * cols",
+                       params="{rows: 1024, cols: 4096}", value="0.45")
+    opts = RunOptions(results=project / "results", threads=1, repeat=1, timing=TimingLimits(max_time_s=2.0, warmup_s=0.1))
+    out = run_one(path, project, hw, opts)
+    assert out.status != Status.VERIFIED, out.reason
+    census = load_record(out.record_path).protocol["census"]
+    assert census["kernel"]["affinity"] == census["baseline"]["affinity"] and len(census["kernel"]["affinity"]) == 1
+    assert len(census["task"]["affinity"]) == len(os.sched_getaffinity(0))  # the reference is not held to one core

@@ -130,6 +130,28 @@ def affinity(tid: int) -> Optional[tuple[int, ...]]:
         return None
 
 
+def pin(pids: Iterable[int], cpus: frozenset[int]) -> None:
+    """Every thread of ``pids`` onto ``cpus``; threads they start later inherit it. `outside` then
+    checks that it held: a thread that could not be pinned, or a kernel that widened its own CPUs,
+    is a rejection, never a pass."""
+    for pid in pids:
+        for tid in threads(pid):
+            try:
+                os.sched_setaffinity(tid, cpus)
+            except OSError:  # gone, or not ours to pin: `outside` names what stayed wide
+                pass
+
+
+def outside(shapes: dict[int, "ProcessShape"], cpus: Optional[frozenset[int]]) -> list[str]:
+    """Processes with a thread allowed on CPUs beyond ``cpus`` (the side's `--threads` CPUs);
+    empty when ``cpus`` is None (no limit: every core)."""
+    if cpus is None:
+        return []
+    return [f"process {pid} has threads allowed on CPUs {_cpus(sh.affinities)}, beyond the {len(cpus)} it was "
+            f"given ({','.join(map(str, sorted(cpus)))}): with more cores than its rival its number would not compare"
+            for pid, sh in sorted(shapes.items()) if any(not set(a) <= cpus for a in sh.affinities)]
+
+
 @dataclass(frozen=True)
 class ProcessShape:
     """One process of a side as the orchestrator sees it."""

@@ -114,10 +114,13 @@ def _start(s: ClaimSession, job: Job, log_fd: int, say, found: dict, coord, grou
                             flush_bytes=job.timing.get("flush_bytes"), max_sm_clock_mhz=gpu.get("max_sm_clock_mhz"),
                             nvml_index=gpu.get("nvml_index"), device_index=local)
     sources: set[str] = set()
+    s.pinned_cpus = side_cpus(job) if group is None else None
     for role in ROLES:
         say(f"starting the {role} side")
         s.sides[role] = side = s.server.spawn(role, env, log_fd, cpu_limit)
         side.freeze()
+        if role != "task" and s.pinned_cpus is not None:
+            census.pin([side.pid, *side.extra], s.pinned_cpus)
         found.setdefault("versions", side.versions)
         dist = None
         if group is not None:
@@ -133,6 +136,17 @@ def _start(s: ClaimSession, job: Job, log_fd: int, say, found: dict, coord, grou
         if role == "kernel":
             found["_flush"] = (loaded.flush_bytes, loaded.l2_reset)
     found["sources"] = tuple(sorted(sources))
+
+
+def side_cpus(job: Job) -> Optional[frozenset[int]]:
+    """The CPUs kernel and baseline are pinned to on a CPU claim run with `--threads N` below this
+    process's CPUs: the same last N for both (CPU 0 takes most interrupts). Without it a kernel could
+    run its work on a thread of its own and take a second core its rival never had; torch's thread
+    count is a setting, not a limit. None: no limit (every core, or ranks that share the machine)."""
+    mine = sorted(os.sched_getaffinity(0))
+    if job.device != "cpu" or not job.threads or job.threads >= len(mine):
+        return None
+    return frozenset(mine[-job.threads:])
 
 
 def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str]:
@@ -259,7 +273,7 @@ def _bracket_problems(timer: RemoteTimer, device: str, threads: int = 0) -> list
     b = timer.bracket
     out = list(b.violations[:1])
     for side in ("kernel", "baseline"):
-        wall = sum(b.brackets_us[side]) / 1e6
+        wall = b.busy_wall_s[side]  # the wall time its CPU was read over, not the timed brackets alone
         if device == "cpu" and threads and wall >= MIN_TIMED_S:
             cores = b.busy_cpu_s[side] / wall
             if cores > threads + CORES_SLACK:

@@ -67,6 +67,7 @@ class ClaimSession:
     def __init__(self, server: ForkServer, deadline: float) -> None:
         self.server, self.deadline = server, deadline
         self.sides: dict[str, SideProcess] = {}
+        self.pinned_cpus: Optional[frozenset[int]] = None  # kernel's and baseline's CPUs (`--threads`); None: all
         self.operands: dict[str, OwnedOperands] = {}
 
     # -- exchanges -------------------------------------------------------------------------

@@ -45,7 +45,11 @@ class Bracket:
     null_us: dict = field(default_factory=dict)        # median bracket of a null call, per side
     null_iqr_us: dict = field(default_factory=dict)    # its spread: a block must be long against it
     unresolved: dict = field(default_factory=lambda: {"kernel": 0, "baseline": 0})  # samples at or below a null call
-    busy_cpu_s: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})  # /proc, inside brackets
+    busy_cpu_s: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})  # /proc, every exchange
+    # the wall time busy_cpu_s was read over (every exchange, timed or not, from the first CPU read to the
+    # last): the cores a side used are busy over this, never over the timed brackets alone, which leave
+    # out warm-up and recheck calls (a 64 MB naive softmax "used 2.41 cores" of 2, found by a sweep)
+    busy_wall_s: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})
     idle_cpu_s: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})  # /proc, while stopped
     brackets_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
     side_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
@@ -56,7 +60,8 @@ class Bracket:
         """The record's `bracket`: null calls, CPU use, per side the median bracket, side figure and event gap,
         the null subtracted, and the first 10 violations."""
         out: dict[str, Any] = {"null_us": self.null_us, "null_iqr_us": self.null_iqr_us, "unresolved": self.unresolved,
-                               "busy_cpu_s": self.busy_cpu_s, "idle_cpu_s": self.idle_cpu_s}
+                               "busy_cpu_s": self.busy_cpu_s, "busy_wall_s": self.busy_wall_s,
+                               "idle_cpu_s": self.idle_cpu_s}
         for side in ("kernel", "baseline"):
             b, own = self.brackets_us[side], self.side_us[side]
             if b:
@@ -99,6 +104,7 @@ class RemoteTimer:
         proc = self.s.sides[side]
         members = [proc.pid, *proc.extra]
         proc.thaw()
+        w0 = _NOW()
         cpu0 = census.cpu_seconds(members)
         _wait_running(proc.pid)
         left = self.s.left()
@@ -110,6 +116,7 @@ class RemoteTimer:
             t1 = _NOW()
             proc.freeze()
         self.bracket.busy_cpu_s[side] += max(0.0, (proc.cpu_at_freeze or cpu0) - cpu0)
+        self.bracket.busy_wall_s[side] += (_NOW() - w0) / 1e9  # freeze read its CPU last
         self.bracket.idle_cpu_s[side] = proc.idle_cpu_s
         if isinstance(reply, m.Failed):
             raise ClaimEnded(reply.verdict, reply.message)
@@ -271,6 +278,8 @@ class Rechecks:
         problems = census.differences(self.shape_after_warmup, now)
         problems += census.differences(self.shape_after_load, now, pinning_only=True)
         problems += census.unlike(now, self.server_shape)
+        rivals = {pid for role in ("kernel", "baseline") for pid in self.s.members().get(role, ())}
+        problems += census.outside({pid: sh for pid, sh in now.items() if pid in rivals}, self.s.pinned_cpus)
         if self.device == "cpu" and self.threads:
             problems += self._thread_growth(now)
         settings = self._settings()
