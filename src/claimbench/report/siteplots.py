@@ -58,8 +58,10 @@ def save(fig, path: Path) -> None:
 
 
 def history(series: dict[str, list[tuple[datetime, float, float, float, bool]]], claimed: Optional[float],
-            metric: str):
-    """Value over time per machine with its 95% CI; filled markers are verified runs."""
+            metric: str, marks: Sequence[tuple[datetime, str, bool]] = ()):
+    """Value over time per machine with its 95% CI; filled markers are verified runs. ``marks``:
+    (when, label, better) of each commit where the number stepped (report/steps.py), drawn as a
+    dotted line with its label, green when better, red when worse."""
     import matplotlib.dates as mdates
     import matplotlib.pyplot as plt
 
@@ -75,10 +77,23 @@ def history(series: dict[str, list[tuple[datetime, float, float, float, bool]]],
             ax.plot(*zip(*ver), "o", ms=5, color=line[0].get_color())
     if claimed is not None:
         ax.axhline(claimed, ls="--", color="#888", lw=1, label=f"claimed {claimed:g}")
+    for when, label, better in marks:
+        at = float(mdates.date2num(when))
+        ax.axvline(at, ls=":", lw=1, color=KERNEL if better else BASELINE)
+        ax.annotate(label, xy=(at, 1.0), xycoords=("data", "axes fraction"), xytext=(2, -2),
+                    textcoords="offset points", fontsize=FONT_PT - 1, rotation=90, va="top",
+                    color=KERNEL if better else BASELINE)
+    _pad_dates(ax, [float(mdates.date2num(p[0])) for pts in series.values() for p in pts])
     ax.set_ylabel(metric)
     ax.legend(fontsize=FONT_PT, loc="upper left", bbox_to_anchor=(1.01, 1.0), frameon=False)
     fig.autofmt_xdate()
     return fig
+
+
+def _pad_dates(ax, xs: Sequence[float]) -> None:
+    """A day either side of the runs: one run alone spanned 2025-2029 (issue 26)."""
+    if xs:
+        ax.set_xlim(min(xs) - 1.0, max(xs) + 1.0)
 
 
 def samples(panels: Sequence[tuple[str, Sequence[float], Optional[float], Sequence[float], Optional[float]]]):

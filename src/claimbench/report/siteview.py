@@ -91,7 +91,8 @@ def claim_view(cid: str, checked, recs: list[Summary], numbers: list[NumberView]
     view: dict[str, Any] = {"cid": cid, "claim": c, "ok": checked is not None and checked.ok,
             "problems": [str(p) for p in (checked.problems if checked is not None else [])],
             "numbers": [(n, links.record(n.record, 1)) for n in numbers],
-            "removed": removed, "history": None, "samples": None, "trials": [], "reproduce": [], "sweep": None}
+            "removed": removed, "history": None, "samples": None, "trials": [], "reproduce": [], "sweep": None,
+            "steps": []}
     if c is not None:
         view["fields"] = [("entry", c.entry)] + [
             (k, "; ".join(f"{f}: {v}" for f, v in getattr(c, k).model_dump(exclude_none=True).items() if v not in ([], {})))
@@ -108,8 +109,11 @@ def claim_view(cid: str, checked, recs: list[Summary], numbers: list[NumberView]
             lo = s.ci_low if s.ci_low is not None else s.value
             hi = s.ci_high if s.ci_high is not None else s.value
             series.setdefault(s.hardware_name or s.hardware, []).append((_when(s), s.value, lo, hi, s.verdict == VERIFIED))
-        siteplots.save(siteplots.history(series, c.claimed.value if c else None, c.claimed.metric if c else "value"),
-                       page_dir / f"{cid}-history.svg")
+        from claimbench.report.steps import steps
+        view["steps"] = found = steps(measured)
+        marks = [(_when(st.after), st.label, st.change.value == "FASTER") for st in found if st.marked]
+        siteplots.save(siteplots.history(series, c.claimed.value if c else None, c.claimed.metric if c else "value",
+                                         marks), page_dir / f"{cid}-history.svg")
         view["history"] = f"{cid}-history.svg"
         full = [(s, record(s.path)) for s in list(latest.values())[:4]]
         full = [(s, r) for s, r in full if r is not None and r.kernel.samples_us]
