@@ -230,3 +230,33 @@ def test_site_never_clears_a_folder_it_did_not_write(tmp_path):
     (tmp_path / "earlier" / "claims").mkdir()
     built = build_site(root, tmp_path / "earlier")  # an earlier build's folder is rebuilt
     assert (built.parent / ".claimbench-site").is_file() and (built.parent / "claims").is_dir()
+
+
+def test_the_first_screen_is_the_numbers_by_section(site):
+    """Before the list: every published number under its top-level section, with its entry, interval,
+    machine and record (issue 26: the first screen was the contents and a maintainer's note)."""
+    _, recs, index = site
+    text = index.read_text(encoding="utf-8")
+    summary = text[text.index('<section class="summary">'):text.index("</section>")]
+    assert text.index('<section class="summary">') < text.index("<h1>Fixture reading list</h1>") or \
+        text.index('<section class="summary">') < text.index('<h2 id="2-kernel-optimization">')
+    assert "<h3>2. Kernel optimization</h3>" in summary and "Online Normalizer Calculation for Softmax" in summary
+    assert '<span class="machine">H200</span>' in summary and '<span class="machine">H100 80GB HBM3</span>' in summary
+    assert f'href="records/softmax-online/{recs["softmax_h200"].name}"' in summary
+    assert 'href="claims/softmax-online.html"' in summary
+
+
+def test_maintainer_notes_stay_in_the_markdown(tmp_path):
+    """What stands between `<!-- maintainers -->` markers is not for the site's reader; every line
+    after it keeps its place (the numbers still attach to their entries)."""
+    root, _ = rk.standard_tree(tmp_path / "proj")
+    lst = root / "LIST.md"
+    text = lst.read_text(encoding="utf-8")
+    lst.write_text(text.replace("A small list in the shape", "<!-- maintainers -->\n> Edit the markers with care:\n"
+                                "> publish writes them.\n<!-- /maintainers -->\nA small list in the shape"), encoding="utf-8")
+    publish(root, lst, root / "results")
+    assert "Edit the markers with care" in lst.read_text(encoding="utf-8")
+    page = build_site(root, tmp_path / "site").read_text(encoding="utf-8")
+    assert "Edit the markers with care" not in page and "maintainers" not in page
+    body = page[page.index("</section>"):]
+    assert '<span class="machine">H200</span>' in body  # numbers still on their entries in the list itself

@@ -22,7 +22,7 @@ from urllib.parse import quote
 
 from claimbench.gate.gatecache import gate_cached
 from claimbench.report.publish import plan
-from claimbench.report.sitemd import clean, render, safe_url
+from claimbench.report.sitemd import clean, drop_maintainer_notes, render, safe_url
 from claimbench.report.siteplots import number
 from claimbench.report.siteview import claim_view, number_view, roofline_sections
 from claimbench.spec.bounded import read_text
@@ -174,6 +174,21 @@ def _index(env, out: Path, listing, text: str, numbers: list, checked: dict, lin
 
     heads = {h.line: (h.level, h.text) for h in listing.headings}
     title = listing.headings[0].text if listing.headings else "The list"
-    _, body = render(text, heads, extras)
+    _, body = render(drop_maintainer_notes(text), heads, extras)
     (out / "index.html").write_text(env.get_template("index.html").render(
-        depth=0, title=title, body=body), encoding="utf-8")
+        depth=0, title=title, body=body, summary=_summary(listing, numbers, links),
+        claims=sum(1 for r in checked.values() if r.claim is not None)), encoding="utf-8")
+
+
+def _summary(listing, numbers: list, links: Links) -> list[tuple[str, list]]:
+    """The first screen: every published number, grouped by the list's top-level section in list
+    order, each with its entry, machine, interval and record (a reader came for the numbers)."""
+    entries = {e.line: e for e in listing.entries}
+    title = listing.headings[0].text if listing.headings and listing.headings[0].level == 1 else None
+    sections: dict[str, list] = {}
+    for n in sorted(numbers, key=lambda n: n.entry_line):
+        e = entries.get(n.entry_line)
+        path = e.path[1:] if e is not None and e.path[:1] == (title,) else (e.path if e is not None else ())
+        top = path[0] if path else (title or "The list")  # the section under the list's own title
+        sections.setdefault(top, []).append((n, e.name if e is not None else n.entry_key, links.record(n.record, 0)))
+    return list(sections.items())

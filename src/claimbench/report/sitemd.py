@@ -47,6 +47,16 @@ def slug(text: str) -> str:
     return s.replace(" ", "-")
 
 
+_MAINTAINERS = re.compile(r"<!--\s*maintainers\s*-->.*?<!--\s*/maintainers\s*-->", re.S)
+
+
+def drop_maintainer_notes(text: str) -> str:
+    """`text` without the regions between `<!-- maintainers -->` and `<!-- /maintainers -->`: notes
+    for whoever edits the Markdown (how publish writes numbers) are not for the site's reader.
+    Each region keeps its line breaks, so every line number after it still points where it did."""
+    return _MAINTAINERS.sub(lambda m: "\n" * m.group(0).count("\n"), text)
+
+
 def uncomment(text: str) -> str:
     """`text` without HTML comments (and a published number's marker region, which the site
     shows from the records itself); comments shown inside code spans are text and stay."""
