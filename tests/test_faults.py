@@ -31,18 +31,69 @@ def tree(tmp_path):
     return root, recs
 
 
+_READER: list = []
+_AS_NOBODY = ["--reuid=65534", "--regid=65534", "--clear-groups"]
+
+
+def _runs_as_nobody(python: str, path: str) -> str:
+    """'' when the unprivileged user can import claimbench (and what the CLI needs) this way, else why not."""
+    setpriv = shutil.which("setpriv")
+    if setpriv is None:
+        return "running as root without setpriv: cannot make a read-only folder"
+    r = subprocess.run([setpriv, *_AS_NOBODY, python, "-c", "import claimbench.cli, pydantic, yaml, pandas"],
+                       env={**os.environ, "PYTHONPATH": path, "HOME": "/tmp"}, capture_output=True, text=True,
+                       timeout=120)
+    return "" if r.returncode == 0 else (r.stderr.strip().splitlines() or ["no output"])[-1][:200]
+
+
+def _reader_python() -> tuple[str, str]:
+    """(interpreter, PYTHONPATH) the unprivileged user can run claimbench with. A checkout under a
+    folder only its owner may enter (`mktemp -d`, a private home: issue 26) is out of that user's
+    reach, so the package and the environment's packages are linked (`cp -al`: hard links, no data
+    copied) into a world-readable folder once per session; where even that does not import, the
+    test skips with the reason."""
+    if _READER:
+        return _READER[0]
+    import atexit
+    import sysconfig
+
+    if not _runs_as_nobody(sys.executable, SRC):
+        _READER.append((sys.executable, SRC))
+        return _READER[0]
+    copy = Path(tempfile.mkdtemp(prefix="claimbench-reader-"))
+    atexit.register(shutil.rmtree, copy, True)
+    copy.chmod(0o755)
+    site = sysconfig.get_paths()["purelib"]
+    for src, dst in ((Path(SRC) / "claimbench", copy / "src" / "claimbench"), (Path(site), copy / "site")):
+        dst.parent.mkdir(parents=True, exist_ok=True)
+        dst.parent.chmod(0o755)
+        r = subprocess.run(["cp", "-al", str(src), str(dst)], capture_output=True, text=True)
+        if r.returncode != 0:
+            pytest.skip(f"the checkout is in a folder other users cannot enter, and no readable copy of "
+                        f"{src} could be linked: {r.stderr.strip()[:200]}")
+    path = f"{copy / 'src'}{os.pathsep}{copy / 'site'}"
+    python = os.path.realpath(sys.executable)
+    why = _runs_as_nobody(python, path)
+    if why:
+        pytest.skip(f"the checkout is in a folder other users cannot enter, and its linked copy does not "
+                    f"import as uid 65534 either: {why}")
+    _READER.append((python, path))
+    return _READER[0]
+
+
 def _as_reader(args: list[str], cwd: Path, trusted: bool = True) -> subprocess.CompletedProcess:
     """Run the CLI as a user who may read the tree but write nothing in it: an unprivileged user
     when this runs as root (root writes anywhere), else ourselves on a tree made read-only."""
-    env = {**os.environ, "PYTHONPATH": SRC, "HOME": "/tmp",  # a reader who trusts this clone says so to git
+    python, path = _reader_python() if os.geteuid() == 0 else (sys.executable, SRC)
+    env = {**os.environ, "PYTHONPATH": path, "HOME": "/tmp",  # a reader who trusts this clone says so to git
            **({"GIT_CONFIG_COUNT": "1", "GIT_CONFIG_KEY_0": "safe.directory", "GIT_CONFIG_VALUE_0": str(cwd)}
               if trusted else {})}
-    cmd = [sys.executable, "-m", "claimbench", "--root", str(cwd), *args]
+    cmd = [python, "-m", "claimbench", "--root", str(cwd), *args]
     if os.geteuid() == 0:
         setpriv = shutil.which("setpriv")
         if setpriv is None:
             pytest.skip("running as root without setpriv: cannot make a read-only folder")
-        cmd = [setpriv, "--reuid=65534", "--regid=65534", "--clear-groups", *cmd]
+        cmd = [setpriv, *_AS_NOBODY, *cmd]
     return subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=300)
 
 
