@@ -82,7 +82,7 @@ def test_parse_carries_every_value(tmp_path):
                               timing=TimingLimits(max_time_s=0.5, warmup_s=0.0), ceilings_cache=Path("c"), threads=1,
                               sandbox="none", node_rank=1, master_addr="h", master_port=29500,
                               max_memory_bytes=2 << 30, correctness_only=True)
-    assert ci == CiChoices(timing="off", changed_since="HEAD", hardware_only=True, require_gpu=True,
+    assert ci == CiChoices(timing="off", changed_since="HEAD", require_gpu=True,
                            summary=Path("s.md"))
     assert opts.timing.overrides() == {"max_time_s": 0.5, "warmup_s": 0.0}
 

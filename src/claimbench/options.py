@@ -129,8 +129,7 @@ class CiChoices:
     """What a CI front end selects and gates on, beside how each claim runs."""
 
     timing: str = "gate"            # gate | report | off
-    changed_since: Optional[str] = None
-    hardware_only: bool = False
+    changed_since: Optional[str] = None  # (--hardware-only is `RunOptions.hardware_only`: one field, read by both)
     require_gpu: bool = False
     summary: Optional[Path] = None
 
@@ -165,6 +164,6 @@ def parse(get: Callable[[str], Any], *, root: Path, prefix: str = "--",
         ceilings_cache=Path(ceilings) if ceilings else None, threads=get("threads"), sandbox=get("sandbox"),
         node_rank=get("node_rank"), master_addr=get("master_addr"), master_port=port,
         max_memory_bytes=int(max_memory * (1 << 30)) if max_memory else None, correctness_only=timing == "off")
-    ci = CiChoices(timing=timing, changed_since=get("changed_since"), hardware_only=get("hardware_only"),
+    ci = CiChoices(timing=timing, changed_since=get("changed_since"),
                    require_gpu=get("require_gpu"), summary=Path(summary) if summary else None)
     return run, ci

@@ -188,7 +188,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     if st is None:
         return
     items[:0] = _bad_file_items(session, st)
-    if not (st.ci.changed_since or st.ci.hardware_only):
+    if not (st.ci.changed_since or st.opts.hardware_only):
         return
     from claimbench.ci.selection import select
     from claimbench.errors import UsageError, UserError
@@ -196,7 +196,7 @@ def pytest_collection_modifyitems(session, config, items) -> None:
     claims = [i for i in items if isinstance(i, ClaimItem)]
     try:
         keep = set(select([i.path for i in claims], st.root, st.hw, changed_since=st.ci.changed_since,
-                          hardware_only=st.ci.hardware_only))
+                          hardware_only=st.opts.hardware_only))
     except UsageError as e:  # a bad ref: one line, pytest's usage exit
         raise pytest.UsageError(str(e)) from None
     except UserError as e:  # nothing this machine can verify: the run has failed
@@ -358,7 +358,7 @@ def pytest_sessionfinish(session, exitstatus) -> None:
     if st.ci.summary and not hasattr(session.config, "workerinput"):  # an xdist worker leaves it to the controller
         from claimbench.ci.summary import write_summary
         write_summary(st.ci.summary, st.hw, st.reported)
-    if st.notes or (st.ci.hardware_only and st.ran == 0):
+    if st.notes or (st.opts.hardware_only and st.ran == 0):
         if not st.notes:
             st.notes.append("--hardware-only: no claim ran on this machine; a runner that verifies nothing has failed")
         session.exitstatus = pytest.ExitCode.TESTS_FAILED

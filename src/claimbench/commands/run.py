@@ -63,7 +63,7 @@ def run(args) -> int:
 
     def select(found, hw):
         from claimbench.ci.selection import select_for_ci
-        return select_for_ci(ci, found, root, hw)
+        return select_for_ci(ci, found, root, hw, hardware_only=opts.hardware_only)
 
     try:
         hw, outcomes = run_claims(paths, root, opts, select=select)
