@@ -18,7 +18,7 @@ import subprocess
 import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Optional, Union
+from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 from claimbench.errors import UsageError
 from claimbench.spec.problem import Problem
@@ -33,6 +33,9 @@ from claimbench.store.record import (
     read_record_bytes,
 )
 from claimbench.store.recordwrite import name_problem
+
+if TYPE_CHECKING:  # the claim model is imported only when a claim is read
+    from claimbench.spec.claim import Claim
 
 _REL = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9_./-]*$")
 
@@ -186,12 +189,12 @@ class _ClaimsAtCommits:
         self.commits = commits
         specs = list(dict.fromkeys(self._spec(c) for c in cands))
         self.blobs = dict(zip(specs, git_objects(commits.root, specs)))
-        self.memo: dict[str, Any] = {}  # spec -> the Claim at that commit, or why there is none
+        self.memo: dict[str, Union["Claim", str]] = {}  # spec -> the Claim at that commit, or why there is none
 
     def _spec(self, c: _Candidate) -> str:
         return self.commits.path_spec(c.rec.git_commit or "", c.rec.claim_path)
 
-    def _claim(self, spec: str):
+    def _claim(self, spec: str) -> Union["Claim", str]:
         """The claim at that commit, or the reason it cannot vouch for a record."""
         if spec not in self.memo:
             from claimbench.spec.claim import Claim

@@ -14,14 +14,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
+from claimbench.report.siteplots import BASELINE, CEILING, FONT_PT, KERNEL
 from claimbench.store.index import Summary
+from claimbench.store.record import same_value
 
-KERNEL, BASELINE, CEILING, CLAIMED = "#137333", "#a50e0e", "#444", "#888"
-FONT_PT = 7
+CLAIMED = "#888"
 
 
 @dataclass(frozen=True)
-class SweepPoint:
+class PointView:
     """One point as drawn: the axis value, the claim's metric with its interval, the rates."""
 
     x: Any
@@ -31,13 +32,12 @@ class SweepPoint:
     kernel_rate: Optional[float]    # TFLOP/s when the claim declares flops, else GB/s; None: no time
     baseline_rate: Optional[float]
     own: bool                       # the claim's own params: the point its verdict stands on
-    verdict: str
 
 
 @dataclass(frozen=True)
 class SweepSeries:
     machine: str
-    points: tuple[SweepPoint, ...]  # in the claim's sweep order
+    points: tuple[PointView, ...]  # in the claim's sweep order
     ceiling: Optional[float]        # the matching measured ceiling, in the rate's unit
 
 
@@ -48,6 +48,7 @@ def sweep_series(claim, recs: Sequence[Summary], record: Callable, machine: Call
         return []
     (axis, values), = claim.workload.sweep.items()
     own = claim.workload.params[axis]
+    unit = rate_unit(claim)
     latest: dict[tuple[str, int], Summary] = {}
     for s in sorted(recs, key=lambda s: (s.when, s.path), reverse=True):
         if not s.ok or s.mode != "measured":
@@ -55,32 +56,31 @@ def sweep_series(claim, recs: Sequence[Summary], record: Callable, machine: Call
         x = own if s.point is None else s.sweep_value
         if s.point is not None and s.sweep_axis != axis:
             continue
-        at = next((i for i, v in enumerate(values) if v == x and type(v) is type(x)), None)
+        at = next((i for i, v in enumerate(values) if same_value(v, x)), None)
         if at is not None:
             latest.setdefault((s.hardware, at), s)
     series = []
     for hw in sorted({h for h, _ in latest}):
         points, name, ceiling = [], hw, None
         for i, v in enumerate(values):
-            got = latest.get((hw, i))
-            r = record(got.path) if got is not None else None
-            if got is None or r is None:
+            hit = latest.get((hw, i))
+            r = record(hit.path) if hit is not None else None
+            if hit is None or r is None:
                 continue
-            s = got
             name = machine(r.hardware)
-            rate = _rate_unit(r)
             k, b = r.kernel.median_us, r.baseline.median_us
-            work = (r.flops / 1e6) if rate == "TFLOP/s" else (r.bytes / 1e3 if r.bytes else None)
-            ceiling = ceiling if ceiling is not None else _ceiling(r.ceilings, rate, str(r.precision.get("dtype", "")))
-            points.append(SweepPoint(v, s.value, s.ci_low, s.ci_high, work / k if work and k else None,
-                                     work / b if work and b else None, v == own, s.verdict))
+            work = (r.flops / 1e6 if r.flops else None) if unit == "TFLOP/s" else (r.bytes / 1e3 if r.bytes else None)
+            ceiling = ceiling if ceiling is not None else _ceiling(r.ceilings, unit, str(r.precision.get("dtype", "")))
+            points.append(PointView(v, hit.value, hit.ci_low, hit.ci_high, work / k if work and k else None,
+                                    work / b if work and b else None, v == own))
         if points:
             series.append(SweepSeries(name, tuple(points), ceiling))
     return series
 
 
-def _rate_unit(r) -> str:
-    return "TFLOP/s" if r.flops else "GB/s"
+def rate_unit(claim) -> str:
+    """What a point's rate is: TFLOP/s when the claim counts flops, else GB/s of its bytes."""
+    return "TFLOP/s" if claim.workload.flops else "GB/s"
 
 
 def _ceiling(ceilings: dict, unit: str, dtype: str) -> Optional[float]:
@@ -100,8 +100,7 @@ def save_sweep(claim, series: list[SweepSeries], path: Path) -> Optional[str]:
     from claimbench.report import siteplots
 
     (axis,) = claim.workload.sweep
-    siteplots.save(figure(axis, claim.claimed.metric, claim.claimed.value, "TFLOP/s" if claim.workload.flops else "GB/s",
-                          series), path)
+    siteplots.save(figure(axis, claim.claimed.metric, claim.claimed.value, rate_unit(claim), series), path)
     return path.name
 
 

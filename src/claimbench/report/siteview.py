@@ -111,7 +111,7 @@ def claim_view(cid: str, checked, recs: list[Summary], numbers: list[NumberView]
             series.setdefault(s.hardware_name or s.hardware, []).append((_when(s), s.value, lo, hi, s.verdict == VERIFIED))
         from claimbench.report.steps import steps
         view["steps"] = found = steps(measured)
-        marks = [(_when(st.after), st.label, st.change.value == "FASTER") for st in found if st.marked]
+        marks = [(_when(st.after), st.label, st.better) for st in found if st.marked]
         siteplots.save(siteplots.history(series, c.claimed.value if c else None, c.claimed.metric if c else "value",
                                          marks), page_dir / f"{cid}-history.svg")
         view["history"] = f"{cid}-history.svg"

@@ -33,6 +33,10 @@ class Step:
         return self.change in (Change.FASTER, Change.SLOWER)
 
     @property
+    def better(self) -> bool:
+        return self.change == Change.FASTER
+
+    @property
     def label(self) -> str:
         ratio = f" {self.ratio:.2f}x" if self.ratio is not None else ""
         return f"{self.change.value.lower()}{ratio} at {(self.after.git_commit or '?')[:7]}"

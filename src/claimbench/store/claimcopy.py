@@ -13,7 +13,7 @@ import hashlib
 from typing import Any, Optional
 
 from claimbench.store.jsonio import CANONICAL, canonical_json
-from claimbench.store.record import CLAIM_COPY, Record, claim_copy
+from claimbench.store.record import CLAIM_COPY, Record, claim_copy, same_value
 
 
 def copy_digest(copy: dict, flops: Optional[float], nbytes: Optional[float], method: str = CANONICAL) -> Optional[str]:
@@ -57,8 +57,8 @@ def on_sweep(claim, at: tuple[str, Any]) -> bool:
     of another type is another point: 4096 is not 4096.0)."""
     sweep = claim.workload.sweep or {}
     axis, value = at
-    return axis in sweep and value != claim.workload.params[axis] and \
-        any(v == value and type(v) is type(value) for v in sweep[axis])
+    return axis in sweep and not same_value(value, claim.workload.params[axis]) and \
+        any(same_value(v, value) for v in sweep[axis])
 
 
 def point_of(rec: "Record") -> Optional[tuple[str, Any]]:
@@ -70,11 +70,11 @@ def record_differences(rec: "Record", claim) -> list[tuple[str, Any, Any]]:
     """`copy_differences` of a record against ``claim`` at the record's own point; a point the
     claim does not sweep is itself the difference."""
     at = point_of(rec)
-    want = expected_copy(claim, at)
-    if want is None and at is not None and not on_sweep(claim, at):
+    if at is not None and not on_sweep(claim, at):
         sweep = claim.workload.sweep
         return [("sweep_point", f"{at[0]}={at[1]!r}",
                  f"sweep {sweep}" if sweep else "no sweep (the claim measures its params only)")]
+    want = expected_copy(claim, at)
     if want is None:
         return [("workload", "counts at its params", "flops or bytes that do not evaluate")]
     return copy_differences(rec, *want)

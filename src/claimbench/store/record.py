@@ -80,6 +80,12 @@ class SideTiming(BaseModel):
     dropped_us: list[float] = Field(default_factory=list, description="Samples dropped for throttling.")
 
 
+def same_value(a: Any, b: Any) -> bool:
+    """Whether two params values name the same point: equal and of one type (4096 is not 4096.0,
+    and True is not 1), the rule a sweep's values, a record's point and the site all match by."""
+    return a == b and type(a) is type(b)
+
+
 class SweepPoint(BaseModel):
     """Where on its claim's sweep axis a record was measured, when not at the claim's own params.
 

@@ -25,7 +25,7 @@ from claimbench.store.cachefile import load_json_cache, save_cache
 from claimbench.store.codeprint import code_fingerprint
 from claimbench.store.index import Summary, paused_gc, read_summary
 from claimbench.store.jsonio import canonical_json
-from claimbench.store.record import Record, RecordError, normalized_utc, read_record_bytes
+from claimbench.store.record import Record, RecordError, normalized_utc, read_record_bytes, same_value
 
 REL_TOL = 1e-9
 _KNOWN: frozenset = frozenset()
@@ -115,9 +115,9 @@ def _off_sweep(rec: Record) -> Optional[str]:
     values = sweep.get(point.axis) if isinstance(sweep, dict) else None
     if not isinstance(values, list) or not isinstance(params, dict):
         return f"{point.label}: its claim's workload sweeps no `{point.axis}`"
-    if not any(v == point.value and type(v) is type(point.value) for v in values):
+    if not any(same_value(v, point.value) for v in values):
         return f"{point.label}: not one of its claim's sweep values {values}"
-    if params.get(point.axis) == point.value:
+    if same_value(params.get(point.axis), point.value):
         return f"{point.label} is the claim's own params: that record is the claim's, with no sweep_point"
     return None
 
