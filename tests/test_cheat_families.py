@@ -171,7 +171,7 @@ project_servers: dict = {}
 def _run(project: Path, hw, claim_id: str, file: str, *, value: str = ANY,
          reference: str = "kernels/softmax_cpu.py:reference_fp64", sandbox: str = "auto"):
     path = write_claim(project, claim_id, file, params=PARAMS, value=value, reference=reference)
-    return run_one(path, project, hw, _opts(project, sandbox), servers=project_servers.get(project))
+    return run_one(path, project, hw, opts=_opts(project, sandbox), servers=project_servers.get(project))
 
 
 def _busy(out) -> bool:

@@ -25,7 +25,7 @@ def test_bytes_counting_an_unread_input_are_rejected(cheat_root, cheat_servers, 
     path = write_claim(cheat_root, f"unread-input-{device}", "unread_input", template=UNREAD, bytes=COUNTS_PAD,
                        value="50", device=device)
     opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(max_time_s=1.0))
-    out = run_one(path, cheat_root, detect(cheat_root), opts, servers=cheat_servers)
+    out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)
     assert out.status == S.REJECTED, out.reason
     assert "workload.bytes counts" in out.reason and "input 1 (float32 [5000]) never changed" in out.reason, out.reason
 
@@ -35,5 +35,5 @@ def test_bytes_counting_what_the_work_moves_pass(cheat_root, cheat_servers):
     path = write_claim(cheat_root, "unread-input-honest", "unread_input", template=UNREAD, bytes=HONEST,
                        value="50", device="cuda")
     opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1)
-    out = run_one(path, cheat_root, detect(cheat_root), opts, servers=cheat_servers)
+    out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)
     assert out.status == S.SKIPPED and "checks passed" in out.reason, out.reason

@@ -54,7 +54,7 @@ def test_stale_or_distinguishable_timed_calls_never_verify(cheat_root, cheat_ser
     path = write_claim(cheat_root, f"{name.replace('_', '-')}-{rules}", name, template=template,
                        **{"value": "1.5", **extra})
     opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
-    out = run_one(path, cheat_root, detect(cheat_root), opts, servers=cheat_servers)
+    out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)
     assert out.status != S.VERIFIED, f"{name}: {out.reason}"
     assert out.status in allowed, (out.status, out.reason)
     assert out.reason.startswith("policy") == (rules == "rules-on" and name in RULES_OFF_ONLY), out.reason

@@ -75,7 +75,7 @@ def run_case(project: Path, hw, name: str, device: str, results: Path, *, timeou
     from claimbench.options import RunOptions, TimingLimits
     from claimbench.runner import run_one
     opts = RunOptions(results=results, timeout_s=timeout_s, timing=TimingLimits(max_time_s=max_time_s, warmup_s=warmup_s))
-    return run_one(write_claim(project, name, device), project, hw, opts)
+    return run_one(write_claim(project, name, device), project, hw, opts=opts)
 
 
 def judge(name: str, outcome) -> tuple[bool, str]:

@@ -38,7 +38,7 @@ def test_what_the_kernels_process_reports_is_not_evidence(cheat_root, cheat_serv
         monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])
     path = write_claim(cheat_root, f"{name.replace('_', '-')}-{rules}", name, template=template, **extra)
     opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
-    out = run_one(path, cheat_root, detect(cheat_root), opts, servers=cheat_servers)
+    out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)
     assert out.status != S.VERIFIED, f"{name}: {out.reason}"
     if rules == "rules-on":
         assert out.status == S.REJECTED and out.reason.startswith("policy"), (out.status, out.reason)

@@ -37,7 +37,7 @@ def opts(project, **kw):
 
 
 def test_cpu_claim_runs_to_a_verified_record_that_audit_can_recompute(project, hw):
-    out = run_one(project / "claims/valid/rowsum-cpu.yaml", project, hw, opts(project))
+    out = run_one(project / "claims/valid/rowsum-cpu.yaml", project, hw, opts=opts(project))
     assert honest_timing(out), out.reason
     rec = load_record(out.record_path)
     assert rec.published_value == (rec.value if out.status == Status.VERIFIED else None) and rec.value > 3.0 * 0.9
@@ -51,7 +51,7 @@ def test_cpu_claim_runs_to_a_verified_record_that_audit_can_recompute(project, h
 
 def test_repeat_combines_processes_into_one_ci(project, hw):
     said: list[str] = []
-    out = run_one(project / "claims/valid/rowsum-cpu.yaml", project, hw, opts(project, repeat=2, progress=said.append))
+    out = run_one(project / "claims/valid/rowsum-cpu.yaml", project, hw, opts=opts(project, repeat=2, progress=said.append))
     rec = load_record(out.record_path)
     assert set(rec.kernel.processes) == {0, 1} and rec.protocol["repeat"] == 2
     # each process's lines say which process they come from (issue 26: "trial 1/3" three times)
@@ -60,31 +60,31 @@ def test_repeat_combines_processes_into_one_ci(project, hw):
 
 
 def test_triton_kernel_on_cpu_is_checked_under_the_interpreter(project, hw):
-    out = run_one(project / "claims/valid/triton-scale.yaml", project, hw, opts(project))
+    out = run_one(project / "claims/valid/triton-scale.yaml", project, hw, opts=opts(project))
     assert out.status == Status.SKIPPED and "checks passed" in out.reason, out.reason
     rec = load_record(out.record_path)
     assert rec.mode == "correctness-only" and rec.value is None and rec.published_value is None
 
 
 def test_wrong_triton_kernel_is_incorrect_even_without_the_gpu(project, hw):
-    out = run_one(project / "claims/wrong/triton-scale-no-mask-tail.yaml", project, hw, opts(project))
+    out = run_one(project / "claims/wrong/triton-scale-no-mask-tail.yaml", project, hw, opts=opts(project))
     assert out.status == Status.INCORRECT, out.reason
 
 
 def test_triton_standard_library_runs_under_the_interpreter_on_the_products_path(project, hw):
     """`tl.max` is a @triton.jit function of Triton's own, made at `import triton`: the side must
     come from a fork server that imported Triton with the interpreter on, or the check cannot run."""
-    out = run_one(project / "claims/valid/triton-rowmax.yaml", project, hw, opts(project))
+    out = run_one(project / "claims/valid/triton-rowmax.yaml", project, hw, opts=opts(project))
     assert out.status == Status.SKIPPED and out.checked and "checks passed" in out.reason, out.reason
 
 
 def test_a_kernel_wrong_only_when_interpreted_is_incorrect(project, hw):
-    out = run_one(project / "claims/wrong/triton-rowmax-wrong-when-interpreted.yaml", project, hw, opts(project))
+    out = run_one(project / "claims/wrong/triton-rowmax-wrong-when-interpreted.yaml", project, hw, opts=opts(project))
     assert out.status == Status.INCORRECT, out.reason
 
 
 def test_a_cpu_check_that_cannot_run_is_an_error_never_a_skip(project, hw):
-    out = run_one(project / "claims/wrong/import-fails.yaml", project, hw, opts(project))
+    out = run_one(project / "claims/wrong/import-fails.yaml", project, hw, opts=opts(project))
     assert out.status == Status.ERROR and not out.checked, out.reason
     assert "CPU correctness check could not run" in out.reason and "planted fault" in out.reason, out.reason
     rec = load_record(out.record_path)
@@ -116,7 +116,7 @@ def test_the_main_job_exits_1_on_a_planted_fault(project):
 
 
 def test_hardware_only_skips_without_running(project, hw):
-    out = run_one(project / "claims/valid/triton-scale.yaml", project, hw, opts(project, hardware_only=True))
+    out = run_one(project / "claims/valid/triton-scale.yaml", project, hw, opts=opts(project, hardware_only=True))
     assert out.status == Status.SKIPPED and out.record_path is None
 
 
@@ -130,7 +130,7 @@ def _writes_record_claim(project, claim_id):
 
 
 def test_without_a_sandbox_a_kernel_that_writes_into_results_is_an_error_and_undone(project, hw):
-    out = run_one(_writes_record_claim(project, "writes-record"), project, hw, opts(project, sandbox="none"))
+    out = run_one(_writes_record_claim(project, "writes-record"), project, hw, opts=opts(project, sandbox="none"))
     assert out.status == Status.ERROR and "changed files" in out.reason, out.reason
     assert "results/records/forged/forged.json" in out.reason
     assert not (project / "results/records/forged").exists()  # moved to results/.quarantine
@@ -141,7 +141,7 @@ def test_inside_bwrap_the_project_is_read_only(project, hw):
     from claimbench.orchestrator.sandbox import bwrap_works
     if not bwrap_works()[0]:
         pytest.skip("bubblewrap is not usable here")
-    out = run_one(_writes_record_claim(project, "writes-record-bwrap"), project, hw, opts(project, sandbox="bwrap"))
+    out = run_one(_writes_record_claim(project, "writes-record-bwrap"), project, hw, opts=opts(project, sandbox="bwrap"))
     assert out.status == Status.ERROR and "Read-only file system" in out.reason, out.reason
     assert not (project / "results/records/forged").exists()
 
@@ -197,7 +197,7 @@ def test_a_killed_fork_server_is_replaced_for_the_next_claim(project, hw):
         first.wait_ready()
         first.proc.kill()
         first.proc.wait()
-        out = run_one(project / "claims/valid/rowsum-cpu.yaml", project, hw, o, servers=servers)
+        out = run_one(project / "claims/valid/rowsum-cpu.yaml", project, hw, opts=o, servers=servers)
         assert honest_timing(out), out.reason
         assert servers.get(servers.sandbox(cuda=False)) is not first
 

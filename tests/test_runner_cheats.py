@@ -76,7 +76,7 @@ def _run(project, hw, name, file, *, servers=None, bytes_="8 * rows * cols", flo
     path = write_claim(project, name.replace("_", "-"), file, bytes=bytes_, flops=flops, **EXTRA.get(name, {}))
     opts = RunOptions(results=project / "results", timeout_s=timeout_s,
                       timing=TimingLimits(max_time_s=0.3, warmup_s=0.05))
-    return run_one(path, project, hw, opts, servers=servers)
+    return run_one(path, project, hw, opts=opts, servers=servers)
 
 
 @pytest.mark.parametrize("name", sorted(CASES))
@@ -129,7 +129,7 @@ def test_a_kernel_running_half_its_work_on_a_thread_of_its_own_gets_no_second_co
     path = write_claim(project, "extra-threads", "extra_threads", bytes="8 * rows * cols",
                        params="{rows: 1024, cols: 4096}", value="0.45")
     opts = RunOptions(results=project / "results", threads=1, repeat=1, timing=TimingLimits(max_time_s=2.0, warmup_s=0.1))
-    out = run_one(path, project, hw, opts)
+    out = run_one(path, project, hw, opts=opts)
     assert out.status != Status.VERIFIED, out.reason
     census = load_record(out.record_path).protocol["census"]
     if census is None:  # the census caught the thread itself between rounds (it had not yet exited): also fine
@@ -137,7 +137,7 @@ def test_a_kernel_running_half_its_work_on_a_thread_of_its_own_gets_no_second_co
     else:
         assert census["kernel"]["affinity"] == census["baseline"]["affinity"] and len(census["kernel"]["affinity"]) == 1
     honest = run_one(write_claim(project, "one-cpu-honest", "honest", bytes="8 * rows * cols",
-                                 params="{rows: 1024, cols: 4096}", value="0.45"), project, hw, opts)
+                                 params="{rows: 1024, cols: 4096}", value="0.45"), project, hw, opts=opts)
     census = load_record(honest.record_path).protocol["census"]
     assert census is not None, (honest.status, honest.reason)
     assert census["kernel"]["affinity"] == census["baseline"]["affinity"] and len(census["kernel"]["affinity"]) == 1

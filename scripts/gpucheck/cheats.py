@@ -127,7 +127,7 @@ def _l2_probe(root: Path, bandwidth_gbps: float) -> dict:
     got = {}
     for label, resetter in (("harness", None), ("no_reset", lambda: None)):
         timer = CudaEventTimer(l2_bytes=l2, l2_resetter=resetter)
-        pair = measure_pair(lambda: mod.kernel(x), lambda: mod.baseline(x), timer, cfg)
+        pair = measure_pair(lambda: mod.kernel(x), lambda: mod.baseline(x), timer, config=cfg)
         got[label] = {"kernel_gbps": nbytes / pair.kernel.median_us / 1e3,
                       "baseline_gbps": nbytes / pair.baseline.median_us / 1e3,
                       "l2_reset_via": timer.l2_reset_via, "l2_reset": timer.l2_reset}

@@ -75,7 +75,7 @@ def _claimbench_us(fn, device: str, warmup_s: float, max_time_s: float, hw_gpu: 
                                max_sm_clock_mhz=hw_gpu.get("max_sm_clock_mhz"))
     else:
         timer = CpuTimer(min_block_us=cfg.min_block_us)
-    pair = measure_pair(fn, fn, timer, cfg)
+    pair = measure_pair(fn, fn, timer, config=cfg)
     k, b = pair.kernel, pair.baseline
     return {"median_us": k.median_us, "other_side_us": b.median_us, "samples": len(k.samples_us),
             "dropped_throttled": k.dropped_throttled, "rse": k.rse, "stop": pair.stop_reason,

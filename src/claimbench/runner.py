@@ -85,7 +85,7 @@ def run_claims(paths: list[Path], root: Path, opts: RunOptions, *, hw: Optional[
         if paths and opts.progress and hw.device == "cpu" and not opts.correctness_only:
             _say_if_busy(opts.progress)
         for p in paths:
-            outcomes.append(run_one(p, root, hw, opts, listing=listing, servers=servers))
+            outcomes.append(run_one(p, root, hw, opts=opts, listing=listing, servers=servers))
     return hw, outcomes
 
 
@@ -102,7 +102,7 @@ def _say_if_busy(say: Callable[[str], None]) -> None:
             "stop that work or run on a quieter machine")
 
 
-def run_one(claim_path: Path, root: Path, hw: Hardware, opts: RunOptions, *, listing=None,
+def run_one(claim_path: Path, root: Path, hw: Hardware, *, opts: RunOptions, listing=None,
             servers=None) -> Outcome:
     """One claim; ``servers`` holds the fork servers of this run (one is made when absent)."""
     if servers is None:
@@ -155,8 +155,8 @@ def _measure(claim: Claim, claim_path: Path, root: Path, *, hw: Hardware, opts: 
     if point is not None:
         claim = claim.model_copy(update={"workload": claim.workload.at(point.value)})
         say = _tagged(say, f"{claim.id} at {point.label}: ", f"{claim.id}: ")
-    ceilings = _ceilings(claim, hw, opts, dtype, servers, say) if ok else None
-    stop = _precision_stop(claim, hw, device, dtype, ceilings) if ok else None
+    ceilings = _ceilings(claim, hw, opts, dtype=dtype, servers=servers, say=say) if ok else None
+    stop = _precision_stop(claim, hw, device, dtype=dtype, ceilings=ceilings) if ok else None
     sandbox = servers.sandbox(cuda=device == "cuda")
     run_id = new_run_id()
     log_path = opts.results / ".cache" / "logs" / f"{claim.id}-{run_id}.log"
@@ -183,13 +183,13 @@ def _measure(claim: Claim, claim_path: Path, root: Path, *, hw: Hardware, opts: 
         if claim.hardware.count > 1:
             from claimbench.orchestrator.launch import Nodes, launch
             nodes = Nodes(claim.hardware.nodes, opts.node_rank, opts.master_addr, opts.master_port)
-            one = launch(job, claim.hardware.count, nodes, opts.sandbox, run_id, progress)
+            one = launch(job, claim.hardware.count, nodes, sandbox=opts.sandbox, run_id=run_id, say=progress)
         else:
             one = orchestrate(job, servers.get(sandbox, job.env), progress, stop=stop)
         runs.append(one)
-        if one.outcome or (one.correctness or {}).get("passed") is not True:
+        if not one.passed:
             break
-    touched = _undo_file_changes(root, watched, before, opts.results, servers)
+    touched = _undo_file_changes(root, watched, before, results=opts.results, servers=servers)
     touched_reason = ("the claim's processes changed files they must not touch: " + ", ".join(touched[:5])
                       + ("" if len(touched) <= 5 else f" and {len(touched) - 5} more")
                       + " (put back as they were when the run began; each changed version and each new file is "
@@ -241,20 +241,20 @@ def new_run_id() -> str:
     return _time.strftime("%Y%m%dT%H%M%SZ", _time.gmtime()) + "-" + secrets.token_hex(3)
 
 
-def _precision_stop(claim, hw: Hardware, device: str, dtype: str, ceilings: Optional[dict]):
+def _precision_stop(claim, hw: Hardware, device: str, *, dtype: str, ceilings: Optional[dict]):
     """The stopping rule: rounds go on until the claim's CI is narrow enough (or time runs out)."""
     from claimbench.stats.stopping import PrecisionStop
     flops, nbytes = expr.workload_counts(claim.workload)
     floor = None
     if ceilings and claim.claimed.metric == "sol_fraction":
         from claimbench.machine.ceilings import Ceilings, floor_us
-        floor, _ = floor_us(flops, nbytes, Ceilings.from_dict(ceilings), dtype, cold=device == "cuda",
+        floor, _ = floor_us(flops, nbytes, Ceilings.from_dict(ceilings), dtype=dtype, cold=device == "cuda",
                             working_set_bytes=float(nbytes or 0), cache_bytes=0.0)
     return PrecisionStop(claim.claimed.metric, device, getattr(claim.claimed, "max_ci_halfwidth", None),
                          flops, nbytes, floor)
 
 
-def _ceilings(claim, hw: Hardware, opts: RunOptions, dtype: str, servers, say) -> Optional[dict]:
+def _ceilings(claim, hw: Hardware, opts: RunOptions, *, dtype: str, servers, say) -> Optional[dict]:
     """Measured (or cached) ceilings, from a process that never imports claim code."""
     from claimbench.machine.ceilings import cache_dir, load_cached
     from claimbench.orchestrator.ceilings_process import run_ceilings
@@ -284,11 +284,11 @@ def _census_blind_to(results: Path, root: Path) -> bool:
     return any(part in filecensus.SKIP_DIRS for part in res.relative_to(top).parts)
 
 
-def _undo_file_changes(root: Path, watched: list[Path], before: dict, results: Path, servers) -> list[str]:
+def _undo_file_changes(root: Path, watched: list[Path], before: dict, *, results: Path, servers) -> list[str]:
     touched: list[str] = []
     for w in watched:
         changed, planted, removed = filecensus.changes(before[str(w)], filecensus.snapshot(w))
         if changed or planted or removed:
             touched += [os.path.relpath(p, root) for p in changed + planted + removed]
-            filecensus.undo(w, changed, planted, removed, Path(results) / ".quarantine", servers.backup(w))
+            filecensus.undo(w, changed, planted, removed=removed, quarantine=Path(results) / ".quarantine", backup=servers.backup(w))
     return touched

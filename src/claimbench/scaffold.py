@@ -67,7 +67,7 @@ def _yaml_text(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-def plan(root: Path, claim_id: str, device: str = "cpu", entry: Optional[str] = None,
+def plan(root: Path, claim_id: str, device: str = "cpu", *, entry: Optional[str] = None,
          mechanism: Optional[str] = None) -> Scaffold:
     """Validate the names against the project; nothing is written."""
     if not ID_PATTERN.fullmatch(claim_id):

@@ -42,5 +42,5 @@ def test_an_unparsable_claim_is_kept_by_hardware_only(tmp_path):
 
 
 def test_select_for_ci_reads_the_choices():
-    assert select_for_ci(CiChoices(), [NCCL, GLOO], ROOT, CPU, hardware_only=True) == [GLOO]
-    assert select_for_ci(CiChoices(), [NCCL], ROOT, CPU) == [NCCL]  # nothing chosen: no filtering
+    assert select_for_ci(CiChoices(), [NCCL, GLOO], ROOT, hw=CPU, hardware_only=True) == [GLOO]
+    assert select_for_ci(CiChoices(), [NCCL], ROOT, hw=CPU) == [NCCL]  # nothing chosen: no filtering

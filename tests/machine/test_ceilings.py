@@ -29,23 +29,23 @@ L2 = 60e6
 
 def test_cold_large_working_set_uses_memory_term():
     # 4 GB moved, negligible compute: 4e9 / 4000 GB/s = 1000 us
-    us, why = floor_us(1e6, 4e9, H200, "bfloat16", cold=True, working_set_bytes=4e9, cache_bytes=L2)
+    us, why = floor_us(1e6, 4e9, H200, dtype="bfloat16", cold=True, working_set_bytes=4e9, cache_bytes=L2)
     assert us == pytest.approx(1000.0) and why.startswith("memory")
 
 
 def test_compute_term_wins_when_larger():
     flops = 2 * 8192 ** 3  # 1.1e12 / 800 TFLOP/s = 1374 us > 1 us of memory
-    us, why = floor_us(flops, 4e6 * 1000, H200, "bfloat16", cold=True, working_set_bytes=4e9, cache_bytes=L2)
+    us, why = floor_us(flops, 4e6 * 1000, H200, dtype="bfloat16", cold=True, working_set_bytes=4e9, cache_bytes=L2)
     assert us == pytest.approx(flops / 800e12 * 1e6) and why.startswith("compute") and "bfloat16" in why
 
 
 def test_hot_and_l2_resident_use_compute_only():
-    us, why = floor_us(8e9, 4e9, H200, "bfloat16", cold=False, working_set_bytes=100e6, cache_bytes=L2)
+    us, why = floor_us(8e9, 4e9, H200, dtype="bfloat16", cold=False, working_set_bytes=100e6, cache_bytes=L2)
     assert us == pytest.approx(8e9 / 800e12 * 1e6) and "memory floor not applied" in why
-    us, _ = floor_us(8e9, 40e6, H200, "bfloat16", cold=True, working_set_bytes=40e6, cache_bytes=L2)
+    us, _ = floor_us(8e9, 40e6, H200, dtype="bfloat16", cold=True, working_set_bytes=40e6, cache_bytes=L2)
     assert us == pytest.approx(10.0)  # cold but fits in L2: compute only
     # hot, but a working set beyond 2x L2 cannot stay resident: memory applies again
-    us, why = floor_us(1e6, 4e9, H200, "bfloat16", cold=False, working_set_bytes=4e9, cache_bytes=L2)
+    us, why = floor_us(1e6, 4e9, H200, dtype="bfloat16", cold=False, working_set_bytes=4e9, cache_bytes=L2)
     assert why.startswith("memory") and us == pytest.approx(1000.0)
 
 
@@ -60,9 +60,9 @@ def test_dtype_rate_lookup():
 
 
 def test_no_rate_means_compute_floor_zero_and_says_so():
-    us, why = floor_us(1e12, None, H200, "int32", cold=True, working_set_bytes=1e3, cache_bytes=L2)
+    us, why = floor_us(1e12, None, H200, dtype="int32", cold=True, working_set_bytes=1e3, cache_bytes=L2)
     assert us == 0.0 and "no measured matrix rate for int32" in why
-    us, why = floor_us(None, None, H200, "bfloat16", cold=True, working_set_bytes=1e3, cache_bytes=L2)
+    us, why = floor_us(None, None, H200, dtype="bfloat16", cold=True, working_set_bytes=1e3, cache_bytes=L2)
     assert us == 0.0 and "no flops" in why
 
 
@@ -158,10 +158,10 @@ def test_measure_on_gpu_small():
 
 def test_floor_uses_the_optimistic_end():
     noisy = Ceilings(**{**H200.to_dict(), "spread": {"bandwidth": 0.10, "bfloat16": 0.05}})
-    us, why = floor_us(1e6, 4e9, noisy, "bfloat16", cold=True, working_set_bytes=4e9, cache_bytes=L2)
+    us, why = floor_us(1e6, 4e9, noisy, dtype="bfloat16", cold=True, working_set_bytes=4e9, cache_bytes=L2)
     assert us == pytest.approx(4e9 / 4400e9 * 1e6) and "4400 GB/s (best pass + its 10.0% spread)" in why
     flops = 2 * 8192 ** 3
-    us, why = floor_us(flops, None, noisy, "bfloat16", cold=True, working_set_bytes=4e9, cache_bytes=L2)
+    us, why = floor_us(flops, None, noisy, dtype="bfloat16", cold=True, working_set_bytes=4e9, cache_bytes=L2)
     assert us == pytest.approx(flops / 840e12 * 1e6) and "(bfloat16, best pass + its 5.0% spread)" in why
     # records and caches from before spreads existed: the best pass, as before
     assert Ceilings.from_dict({k: v for k, v in H200.to_dict().items() if k not in ("spread", "fingerprint")}) == H200

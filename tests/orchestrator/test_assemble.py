@@ -4,6 +4,7 @@ that could not run is an error, never a skip."""
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,20 +12,25 @@ import pytest
 from claimbench.gate.policy import gate_file
 from claimbench.machine.hardware import CpuInfo, Hardware, Software
 from claimbench.orchestrator.assemble import RunContext, assemble_record
-from claimbench.orchestrator.job import ClaimRun
+from claimbench.orchestrator.job import ClaimRun, Correctness
+from claimbench.orchestrator.protocol import PairTiming, SideSamples
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
 CLAIM_PATH = FIX / "claims" / "valid" / "softmax-cpu.yaml"
 CPU = Hardware("cpu", (), CpuInfo("Fake CPU", 2, 2, None, None), Software("3.11", "2.13", None, None, None, "0.1", "abc", False))
-PASSED = {"passed": True, "reason": "5 checks passed"}
+PASSED = Correctness(passed=True, reason="5 checks passed")
 
 
-def _timing(kernel_us: float, baseline_us: float, n: int = 30) -> dict:
-    def side(us: float) -> dict:
-        return {"samples_us": [us * (1 + 0.001 * (i % 3)) for i in range(n)], "rounds": [i // 5 for i in range(n)],
-                "dropped_us": [], "median_us": us, "dropped_throttled": 0}
-    return {"kernel": side(kernel_us), "baseline": side(baseline_us), "mode": "cpu", "timer": "perf_counter_ns",
-            "calls_per_block": {"kernel": 1, "baseline": 1}, "n_rounds": n // 5}
+def _timing(kernel_us: float, baseline_us: float, n: int = 30) -> PairTiming:
+    def side(us: float) -> SideSamples:
+        return SideSamples(samples_us=tuple(us * (1 + 0.001 * (i % 3)) for i in range(n)),
+                           rounds=tuple(i // 5 for i in range(n)), dropped_us=(), dropped_rounds=(),
+                           dropped_throttled=0, median_us=us, iqr_us=None, rse=None, clocks_mhz=None,
+                           throttle_reasons_seen=0, calls_per_block=1, throttled_majority=False)
+    return PairTiming(kernel=side(kernel_us), baseline=side(baseline_us), warmup_s=0.1, warmup_calls=3,
+                      stop_reason="test", mode="cpu", timer="perf_counter_ns", flush_bytes=None, l2_reset=None,
+                      calls_per_block={"kernel": 1, "baseline": 1}, n_rounds=n // 5, elapsed_s=1.0,
+                      throttled_majority=False)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +54,7 @@ def test_samples_of_every_process_are_combined_and_tagged(ctx):
 
 def test_the_first_failure_speaks_for_the_run(ctx):
     runs = [ClaimRun(correctness=PASSED, timing=_timing(10.0, 20.0)),
-            ClaimRun(correctness={"passed": False, "reason": "trial 2: wrong"}),
+            ClaimRun(correctness=Correctness(passed=False, reason="trial 2: wrong")),
             ClaimRun(correctness=PASSED)]
     rec = assemble_record(ctx, runs)  # one process's failed check is the claim's, whatever the others found
     assert rec.verdict == "incorrect" and rec.correctness["reason"] == "trial 2: wrong"
@@ -76,9 +82,27 @@ def test_from_dict_keeps_known_fields_as_the_dataclass_types():
     assert run.rejections == ("a",) and run.sources == ("kernels/k.py",) and not hasattr(run, "planted")
 
 
+def test_a_run_survives_its_json_with_every_nested_type():
+    """A rank process writes its run as JSON and the launcher reads it back: nothing may come back a dict."""
+    import json
+
+    run = ClaimRun(correctness=PASSED, timing=_timing(10.0, 20.0), seeds={"trials": [1, 2], "timing": 3})
+    back = ClaimRun.from_dict(json.loads(json.dumps(run.to_dict())))
+    assert back == run
+    assert isinstance(back.timing, PairTiming) and isinstance(back.timing.kernel, SideSamples)
+    assert isinstance(back.correctness, Correctness)
+
+
+def test_a_run_whose_json_has_the_wrong_types_is_refused():
+    from pydantic import ValidationError
+
+    with pytest.raises(ValidationError):
+        ClaimRun.from_dict({"timing": {"kernel": "fast"}})
+
+
 @pytest.mark.parametrize("kernel_us,settles", [(120.0, "a quieter machine settles it"), (20.0, "make the workload larger")])
 def test_blocks_of_calls_say_whether_the_machine_or_the_workload_caused_them(ctx, kernel_us, settles):
-    timing = {**_timing(kernel_us, kernel_us * 3), "calls_per_block": {"kernel": 4, "baseline": 1},
-              "config": {"min_block_us": 50.0}}
+    timing = replace(_timing(kernel_us, kernel_us * 3), calls_per_block={"kernel": 4, "baseline": 1},
+                     config={"min_block_us": 50.0})
     rec = assemble_record(ctx, [ClaimRun(correctness=PASSED, timing=timing, bracket={"null_iqr_us": {"kernel": 200.0}})])
     assert rec.verdict == "inconclusive" and settles in rec.reason, rec.reason

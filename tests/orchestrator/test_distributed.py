@@ -18,7 +18,7 @@ import pytest
 
 from claimbench.gate.policy import gate_file
 from claimbench.orchestrator import census
-from claimbench.orchestrator.job import ClaimRun, Job
+from claimbench.orchestrator.job import ClaimRun, Correctness, Job
 from claimbench.orchestrator.launch import Nodes, launch
 from claimbench.orchestrator.ranked import merge_correctness, tagged
 from claimbench.orchestrator.seeds import draw_seeds
@@ -43,7 +43,7 @@ def _job(root: Path, claim_path: Path, tmp: Path, *, measured=True, impl=None, t
 
 
 def _launch(job: Job, nodes: Optional[Nodes] = None) -> ClaimRun:
-    return launch(job, job.claim.hardware.count, nodes or Nodes(), "none", "test")
+    return launch(job, job.claim.hardware.count, nodes or Nodes(), sandbox="none", run_id="test")
 
 
 def test_two_rank_gloo_claim_end_to_end(tmp_path):
@@ -54,7 +54,7 @@ def test_two_rank_gloo_claim_end_to_end(tmp_path):
     from claimbench.store.record import Record
 
     hw = detect(DIST, with_gpu=False)
-    out = run_one(GLOO_CLAIM, DIST, hw, RunOptions(results=tmp_path, timeout_s=180, timing=TimingLimits(**FAST), threads=1))
+    out = run_one(GLOO_CLAIM, DIST, hw, opts=RunOptions(results=tmp_path, timeout_s=180, timing=TimingLimits(**FAST), threads=1))
     assert out.status.is_timing, out.reason  # verified, refuted or inconclusive: a measured number
     rec = Record.model_validate(json.loads(out.record_path.read_text()))
     assert rec.correctness["passed"] is True
@@ -71,8 +71,8 @@ def test_a_wrong_answer_on_one_rank_is_incorrect_and_names_the_rank(tmp_path):
     res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum_kernel.py:wrong_on_rank1", trials=1))
     assert res.outcome is None, res.outcome_reason
     corr = res.correctness
-    assert corr["passed"] is False and corr["reason"].startswith("rank 1:")
-    assert [r["passed"] for r in corr["trials"][0]["ranks"]] == [True, False]
+    assert corr is not None and corr.passed is False and corr.reason.startswith("rank 1:")
+    assert [r["passed"] for r in corr.trials[0]["ranks"]] == [True, False]
     assert not res.timing
 
 
@@ -111,7 +111,7 @@ def _two_nodes(tmp_path: Path, impl=None) -> list[ClaimRun]:
         job = Job(**{**job.__dict__, "claim": claim if impl is None else claim.model_copy(
             update={"kernel": job.claim.kernel})})
         (tmp_path / f"node{k}").mkdir(exist_ok=True)
-        results[k] = launch(job, 2, Nodes(2, k, "127.0.0.1", port), "none", "two-nodes")
+        results[k] = launch(job, 2, Nodes(2, k, "127.0.0.1", port), sandbox="none", run_id="two-nodes")
 
     threads = [threading.Thread(target=node, args=(k,)) for k in (0, 1)]
     for t in threads:
@@ -125,7 +125,7 @@ def test_two_nodes_of_one_rank_each_through_the_launcher(tmp_path):
     node0, node1 = _two_nodes(tmp_path)
     assert node0.outcome is None, node0.outcome_reason
     assert node0.topology["nodes"] == 2 and node0.topology["world_size"] == 2
-    assert node0.correctness["passed"] is True, node0.correctness
+    assert node0.correctness is not None and node0.correctness.passed is True, node0.correctness
     assert node1.outcome == "error" and "node 0" in node1.outcome_reason  # only rank 0's node writes
 
 
@@ -145,25 +145,25 @@ def test_the_nccl_claim_checks_correctness_on_gloo(root, tmp_path):
     job = _job(root, path, tmp_path, measured=False, trials=1, check_params=shapes)
     res = _launch(job)
     assert res.outcome is None, res.outcome_reason
-    assert res.correctness["passed"] is True, res.correctness["reason"]
+    assert res.correctness is not None and res.correctness.passed is True, res.correctness
     assert not res.rejections
 
 
 def test_merge_names_the_rank_that_failed_and_keeps_shared_rejections_once():
-    ok = {"passed": True, "reason": "",
-          "trials": [{"seed": 5, "params": {"n": 1}, "dtype": "float32", "passed": True, "reason": "",
-                      "outputs": [{"rel_l2": 0.0, "passed": True}]}]}
-    bad = {"passed": False, "reason": "trial 1: off",
-           "trials": [{"seed": 6, "params": {"n": 1}, "dtype": "float32", "passed": False, "reason": "off",
-                       "outputs": [{"rel_l2": 1.0, "passed": False}]}]}
+    ok = Correctness(passed=True, reason="",
+                     trials=({"seed": 5, "params": {"n": 1}, "dtype": "float32", "passed": True, "reason": "",
+                              "outputs": [{"rel_l2": 0.0, "passed": True}]},))
+    bad = Correctness(passed=False, reason="trial 1: off",
+                      trials=({"seed": 6, "params": {"n": 1}, "dtype": "float32", "passed": False, "reason": "off",
+                               "outputs": [{"rel_l2": 1.0, "passed": False}]},))
     assert tagged([["same"], ["same", "only here"]]) == ["same", "rank 1: only here"]
     m = merge_correctness([ok, bad], "cpu", "float32")
-    t = m["trials"][0]
-    assert m["passed"] is False and t["passed"] is False and t["reason"] == "rank 1: off"
+    t = m.trials[0]
+    assert m.passed is False and t["passed"] is False and t["reason"] == "rank 1: off"
     assert [o["rank"] for o in t["outputs"]] == [0, 1]
-    assert merge_correctness([ok, bad], "cpu", "float32", ["x"])["passed"] is None  # rejections outrank pass/fail
-    short = merge_correctness([ok, {**ok, "trials": []}], "cpu", "float32")
-    assert short["trials"][0]["ranks"][1]["reason"] == "did not run"
+    assert merge_correctness([ok, bad], "cpu", "float32", rejections=["x"]).passed is None  # rejections outrank pass/fail
+    short = merge_correctness([ok, Correctness(passed=True)], "cpu", "float32")
+    assert short.trials[0]["ranks"][1]["reason"] == "did not run"
 
 
 def test_hardware_count_must_divide_over_nodes():

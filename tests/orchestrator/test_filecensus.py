@@ -28,7 +28,7 @@ def test_an_overwrite_hidden_with_utime_and_a_planted_record_are_found_and_undon
     os.utime(rec.parent, ns=(st.st_atime_ns, st.st_mtime_ns))
     changed, new, removed = filecensus.changes(before, filecensus.snapshot(tmp_path))
     assert str(rec) in changed and str(planted) in new and not removed
-    left = filecensus.undo(tmp_path, changed, new, removed, tmp_path / "results" / ".quarantine")
+    left = filecensus.undo(tmp_path, changed, new, removed=removed, quarantine=tmp_path / "results" / ".quarantine")
     assert left == []
     assert rec.read_text() == '{"value": 1.0}' and not planted.exists()
     assert list((tmp_path / "results" / ".quarantine").rglob("forged.json"))
@@ -46,7 +46,7 @@ def test_an_uncommitted_edit_made_before_the_run_survives_and_the_changed_versio
         rec.write_text('{"value": 99.0}')
         changed, new, removed = filecensus.changes(before, filecensus.snapshot(tmp_path))
         assert changed == [str(rec)]
-        left = filecensus.undo(tmp_path, changed, new, removed, tmp_path / "results" / ".quarantine", backup)
+        left = filecensus.undo(tmp_path, changed, new, removed=removed, quarantine=tmp_path / "results" / ".quarantine", backup=backup)
     finally:
         backup.close()
     assert left == []

@@ -38,7 +38,7 @@ def test_the_choice_is_not_the_same_twice():
 def test_every_chosen_element_changes_even_in_a_constant_input(dtype):
     raw = np.frombuffer(codec.encode_element(1.0, dtype) * 50, np.uint8).copy()
     item = m.TensorItem(dtype=dtype, shape=[5, 10], nbytes=raw.size, fd=0)
-    edit = perturb.plan_edit(0, item, raw, random.Random(4))
+    edit = perturb.plan_edit(0, item, raw, rng=random.Random(4))
     before = raw.copy()
     perturb.apply_to_bytes(raw, edit, codec.itemsize(dtype))
     size = codec.itemsize(dtype)
@@ -51,7 +51,7 @@ def test_the_sides_apply_the_same_bytes():
     x = torch.randn(6, 9)
     raw = x.numpy().view(np.uint8).reshape(-1).copy()
     item = m.TensorItem(dtype="float32", shape=[6, 9], nbytes=raw.size, fd=0)
-    edit = perturb.plan_edit(0, item, raw, random.Random(5))
+    edit = perturb.plan_edit(0, item, raw, rng=random.Random(5))
     perturb.apply_to_bytes(raw, edit, 4)
     tensors.set_elements(x, edit)
     assert x.numpy().view(np.uint8).reshape(-1).tobytes() == raw.tobytes()

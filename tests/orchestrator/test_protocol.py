@@ -120,7 +120,7 @@ class Rig:
 
     def run(self, config, hooks=None):
         self.hooks, self.alive_during_call = hooks, []
-        return measure_pair(self.fn("kernel"), self.fn("baseline"), self.timer, config, hooks=hooks,
+        return measure_pair(self.fn("kernel"), self.fn("baseline"), self.timer, config=config, hooks=hooks,
                             clock=self.clock)
 
 
@@ -295,7 +295,7 @@ def test_measure_pair_on_cpu_end_to_end():
     data = list(range(200))
     said = []
     res = measure_pair(lambda: sorted(data), lambda: sorted(data, reverse=True), CpuTimer(),
-                       TimingConfig.for_device("cpu", warmup_s=0.01, max_time_s=0.3),
+                       config=TimingConfig.for_device("cpu", warmup_s=0.01, max_time_s=0.3),
                        progress=lambda phase, detail: said.append((phase, detail)))
     assert said[0][0] == "warm-up" and ("timing", "round 1 (10 samples)") in said
     assert res.mode == "cpu" and res.timer == "perf_counter_ns" and res.flush_bytes is None
@@ -345,7 +345,7 @@ def test_cuda_cold_timing_on_device():
     x = torch.randn(16 << 20, device="cuda")
     props = torch.cuda.get_device_properties(0)
     timer = CudaEventTimer(l2_bytes=props.L2_cache_size, nvml=Nvml.open())
-    res = measure_pair(lambda: x * 2, lambda: x + x, timer, TimingConfig(warmup_s=0.2, max_time_s=2.0))
+    res = measure_pair(lambda: x * 2, lambda: x + x, timer, config=TimingConfig(warmup_s=0.2, max_time_s=2.0))
     assert res.mode == "cold" and res.flush_bytes >= 2 * props.L2_cache_size
     assert res.l2_reset is not None and res.kernel.median_us > 0 and res.baseline.median_us > 0
     assert len(res.kernel.samples_us) + res.kernel.dropped_throttled >= 10

@@ -40,14 +40,14 @@ def test_an_input_the_reference_ignores_is_unread_and_one_it_reads_is_not():
     x, pad = rng.standard_normal((7, 9)), rng.standard_normal(50)
     inputs = _inputs(x, pad)
     task = Task(lambda x, pad: 2 * x)
-    assert unread_inputs(task, inputs, task.reference(inputs), random.Random(1)) == [1]
+    assert unread_inputs(task, inputs, task.reference(inputs), rng=random.Random(1)) == [1]
 
 
 def test_a_row_max_reads_its_input_even_where_a_rotation_hides_the_change():
     x = np.tile(np.arange(9, dtype=np.float32), (7, 1))  # every row the same: rotating values may keep each max
     inputs = _inputs(x)
     task = Task(lambda x: x.max(axis=1))
-    assert unread_inputs(task, inputs, task.reference(inputs), random.Random(2)) == []
+    assert unread_inputs(task, inputs, task.reference(inputs), rng=random.Random(2)) == []
 
 
 def _claim(bytes_expr: str) -> Claim:
@@ -65,8 +65,8 @@ def _claim(bytes_expr: str) -> Claim:
 def test_declared_bytes_are_held_to_the_needed_inputs_and_the_outputs():
     x, pad = np.zeros((4, 4)), np.zeros(100)
     inputs, ref = _inputs(x, pad), [np.zeros((4, 4))]
-    assert overcount(_claim("4 * n * n * 2"), {"n": 4}, inputs, [1], ["float32"], ref) is None  # x and y: 128 B
-    why = overcount(_claim("4 * n * n * 2 + 400"), {"n": 4}, inputs, [1], ["float32"], ref)
+    assert overcount(_claim("4 * n * n * 2"), {"n": 4}, inputs, unread=[1], out_dtypes=["float32"], ref=ref) is None  # x and y: 128 B
+    why = overcount(_claim("4 * n * n * 2 + 400"), {"n": 4}, inputs, unread=[1], out_dtypes=["float32"], ref=ref)
     assert why is not None and "counts 528 B" in why and "more than the 128 B" in why
     assert "input 1 (float32 [100]) never changed" in why
-    assert overcount(_claim("4 * n * n * 2 + 400"), {"n": 4}, inputs, [], ["float32"], ref) is None  # pad read
+    assert overcount(_claim("4 * n * n * 2 + 400"), {"n": 4}, inputs, unread=[], out_dtypes=["float32"], ref=ref) is None  # pad read

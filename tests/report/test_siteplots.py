@@ -41,7 +41,7 @@ def test_roofline_labels_never_overlap_each_other_the_legend_or_the_axes_labels(
 
     # crowded on purpose: many claims at nearly the same intensity and rate
     points = [Point(f"claim-number-{i:02d}-with-a-long-name", 10 + 0.1 * i, 50 + 0.2 * i, 20 + i) for i in range(n)]
-    fig = siteplots.roofline("H200", 4400.0, {"bfloat16": 790.0, "float8_e4m3fn": 1580.0}, points)
+    fig = siteplots.roofline("H200", 4400.0, {"bfloat16": 790.0, "float8_e4m3fn": 1580.0}, points=points)
     ax = fig.axes[0]
     labels = [t for t in ax.texts if t.get_text().startswith("claim-number")]
     assert len(labels) == n
@@ -58,7 +58,7 @@ def test_roofline_labels_never_overlap_each_other_the_legend_or_the_axes_labels(
 def test_roofline_legend_shows_only_what_is_drawn():
     import matplotlib.pyplot as plt
 
-    fig = siteplots.roofline("CPU", 30.0, {}, [Point("a", 1.0, 0.01, None)])
+    fig = siteplots.roofline("CPU", 30.0, {}, points=[Point("a", 1.0, 0.01, None)])
     names = [t.get_text() for t in fig.axes[0].get_legend().get_texts()]
     assert names == ["copy bandwidth 30.0 GB/s", "kernel (median)"]
     plt.close(fig)

@@ -48,7 +48,7 @@ def test_a_call_with_the_wrong_arguments_names_the_key_the_file_and_the_call():
         return x
 
     with pytest.raises(ClaimCodeError) as e:
-        call_claim_code("kernel.impl", one_arg, (torch.zeros(2, 3), torch.ones(4), 7), {})
+        call_claim_code("kernel.impl", one_arg, (torch.zeros(2, 3), torch.ones(4), 7), kwargs={})
     msg = e.value.message
     assert msg.startswith("kernel.impl (") and "test_calls.py:" in msg
     assert "one_arg(Tensor(float32, 2x3, cpu), Tensor(float32, 4, cpu), 7)" in msg
@@ -59,7 +59,7 @@ def test_an_exception_inside_claim_code_keeps_its_traceback():
         raise ValueError("exploded")
 
     with pytest.raises(ClaimCodeError) as e:
-        call_claim_code("baseline.impl", boom, (1,), {})
+        call_claim_code("baseline.impl", boom, (1,), kwargs={})
     assert "raised ValueError: exploded" in e.value.message and "Traceback" in e.value.tb
 
 

@@ -18,7 +18,7 @@ from claimbench.spec.display import dtype_short, format_number, format_value, ma
     ("time_us", 12.27, "", "12.3 µs"),
 ])
 def test_format_value(metric, value, term, want):
-    assert format_value(metric, value, term, "X") == want
+    assert format_value(metric, value, term, baseline="X") == want
 
 
 @pytest.mark.parametrize("metric, value, lo, hi, want", [
@@ -29,7 +29,7 @@ def test_format_value(metric, value, term, want):
     ("time_us", 12.27, 12.1, 12.5, "12.3 µs [12.1, 12.5]"),
 ])
 def test_format_number_carries_the_interval_in_the_value_unit(metric, value, lo, hi, want):
-    assert format_number(metric, value, lo, hi, "bytes / bandwidth", "X") == want
+    assert format_number(metric, value, lo, ci_high=hi, floor_term="bytes / bandwidth", baseline="X") == want
 
 
 def test_machines_are_told_apart():

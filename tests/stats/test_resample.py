@@ -22,7 +22,7 @@ def plain_ci(metric, kernel, baseline, resamples=B.RESAMPLES, nbytes=None):
     keys = sorted(set(kb) & set(bb)) if paired else sorted(kb)
     kmed = float(np.median([kb[k] for k in keys]))
     bmed = float(np.median([bb[k] for k in keys])) if paired else math.nan
-    value = B.metric_value(metric, kmed, bmed, None, nbytes, None)
+    value = B.metric_value(metric, kmed, bmed, flops=None, nbytes=nbytes, floor_us=None)
     if len(keys) < B.MIN_ROUNDS:
         return value, math.nan, math.nan
     procs = sorted({p for p, _ in keys})
@@ -43,7 +43,7 @@ def plain_ci(metric, kernel, baseline, resamples=B.RESAMPLES, nbytes=None):
                     bs.append(bb[key])
         km = float(np.median(ks))
         bm = float(np.median(bs)) if paired else math.nan
-        stats.append(B.metric_value(metric, km, bm, None, nbytes, None))
+        stats.append(B.metric_value(metric, km, bm, flops=None, nbytes=nbytes, floor_us=None))
     low, high = np.percentile(stats, [2.5, 97.5])
     return value, float(low), float(high)
 

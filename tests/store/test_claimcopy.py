@@ -21,6 +21,6 @@ def test_claim_copy_is_exactly_what_the_record_holds():
 def test_copy_digest_names_its_json_method():
     claim = rk.load_claim(rk.FIXTURE, "softmax-online")
     copy, flops, nbytes = C.expected_copy(claim)
-    assert C.copy_digest(copy, flops, nbytes, "j").startswith("fj:")
-    assert C.copy_digest({**copy, "workload": None}, flops, nbytes, "j").startswith("pj:")
-    assert C.claim_digest(claim, "pj") == C.copy_digest({**copy, "workload": None}, flops, nbytes, "j")
+    assert C.copy_digest(copy, flops, nbytes, method="j").startswith("fj:")
+    assert C.copy_digest({**copy, "workload": None}, flops, nbytes, method="j").startswith("pj:")
+    assert C.claim_digest(claim, "pj") == C.copy_digest({**copy, "workload": None}, flops, nbytes, method="j")

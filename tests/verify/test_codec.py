@@ -25,7 +25,7 @@ def test_strided_views_are_read_through_their_strides():
     t = torch.arange(24, dtype=torch.float32).reshape(4, 6).t()  # a transposed view
     raw = t.untyped_storage()
     data = bytes(raw)
-    got = codec.from_bytes(data, "float32", list(t.shape), list(t.stride()))
+    got = codec.from_bytes(data, "float32", list(t.shape), strides=list(t.stride()))
     assert np.array_equal(got, t.numpy().astype(np.float64))
     assert codec.span_bytes("float32", list(t.shape), list(t.stride())) == 24 * 4
 

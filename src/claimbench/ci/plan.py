@@ -40,7 +40,7 @@ def runner_hardware(desc: dict) -> Hardware:
                     Software("", None, None, None, None, None, None, None))
 
 
-def plan(paths: Iterable[Path], root: Path, runners: dict[str, dict], changed_since: Optional[str] = None) -> list[str]:
+def plan(paths: Iterable[Path], root: Path, runners: dict[str, dict], *, changed_since: Optional[str] = None) -> list[str]:
     """Labels (in the given order) with at least one selected CUDA claim their machine matches."""
     from claimbench.spec.claim import Claim
     from claimbench.spec.yamlsafe import load_document
@@ -75,7 +75,7 @@ def main(argv: Optional[list[str]] = None) -> int:
         if not isinstance(runners, dict) or not runners:
             raise ValueError("expected a non-empty JSON object")
         root = find_root(args.root, args.paths)
-        labels = plan(discover(args.paths, root), root, runners, args.changed_since or None)
+        labels = plan(discover(args.paths, root), root, runners, changed_since=args.changed_since or None)
     except (UserError, ValueError) as e:
         print(f"claimbench.ci.plan: {e}", file=sys.stderr)
         return getattr(e, "exit_code", 2)

@@ -272,7 +272,7 @@ class ClaimItem(pytest.Item):
         st = _state(self.config)
         assert st is not None  # claim items are collected only while the plugin is on
         st.ran += 1
-        out = runner.run_one(self.path, st.root, st.hw, st.opts, listing=st.listing, servers=_servers(st))
+        out = runner.run_one(self.path, st.root, st.hw, opts=st.opts, listing=st.listing, servers=_servers(st))
         self.user_properties += [
             ("claim_id", out.claim_id), ("verdict", out.status.value), ("reason", out.reason),
             ("value", _text(out.value)), ("ci_low", _text(out.ci_low)), ("ci_high", _text(out.ci_high)),

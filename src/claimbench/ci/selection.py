@@ -55,7 +55,7 @@ def select(paths: Iterable[Path], root: Path, hw, *, changed_since: Optional[str
     return paths
 
 
-def select_for_ci(choices: CiChoices, paths: list[Path], root: Path, hw, *, hardware_only: bool = False) -> list[Path]:
+def select_for_ci(choices: CiChoices, paths: list[Path], root: Path, *, hw, hardware_only: bool = False) -> list[Path]:
     """`claimbench run`'s hook: apply --require-gpu, --changed-since and --hardware-only (the run
     option, `RunOptions.hardware_only`, which also keeps the runner from a CPU fallback)."""
     return select(paths, root, hw, changed_since=choices.changed_since, hardware_only=hardware_only,

@@ -27,7 +27,7 @@ def run(args) -> int:
     from claimbench.scaffold import plan, write
 
     root = find_root(args.root)
-    sc = plan(root, args.id, args.device, args.entry, args.mechanism)
+    sc = plan(root, args.id, args.device, entry=args.entry, mechanism=args.mechanism)
     for path in write(root, sc):
         print(f"wrote {path.relative_to(root)}")
     claim = f"claims/{sc.claim_id}.yaml"

@@ -20,7 +20,7 @@ from claimbench.spec.safetext import terminal
 class _DeprecatedJson(argparse.Action):
     """`--json`, the spelling before every command took `--format`; works until 0.3, and says so."""
 
-    def __call__(self, parser, namespace, values, option_string=None):
+    def __call__(self, parser, namespace, values, option_string=None):  # noqa: PLR0917 (argparse.Action's signature)
         print("claimbench: --json is deprecated, use --format json", file=sys.stderr)
         namespace.format = "json"
 
@@ -63,7 +63,7 @@ def run(args) -> int:
 
     def select(found, hw):
         from claimbench.ci.selection import select_for_ci
-        return select_for_ci(ci, found, root, hw, hardware_only=opts.hardware_only)
+        return select_for_ci(ci, found, root, hw=hw, hardware_only=opts.hardware_only)
 
     try:
         hw, outcomes = run_claims(paths, root, opts, select=select)

@@ -62,7 +62,7 @@ def gate_file(path: Path, root: Path, listing=None) -> CheckResult:
         claim = Claim.model_validate(doc.data)
     except ValidationError as e:
         return CheckResult(shown, None, tuple(_from_pydantic(e, doc)))
-    problems = _unsafe_text(doc) + semantic(claim, doc, path, root, listing)
+    problems = _unsafe_text(doc) + semantic(claim, doc, path, root=root, listing=listing)
     return CheckResult(shown, claim, tuple(problems), _precision_notes(claim, doc))
 
 
@@ -158,7 +158,7 @@ def _from_pydantic(err: ValidationError, doc: Document) -> list[Problem]:
     return out
 
 
-def semantic(claim: Claim, doc: Document, path: Path, root: Path, listing) -> list[Problem]:
+def semantic(claim: Claim, doc: Document, path: Path, *, root: Path, listing) -> list[Problem]:
     """Rules the schema cannot state: identity, source policy, paths, expressions, tolerances."""
     out: list[Problem] = []
     at = doc.line_of
@@ -178,7 +178,7 @@ def semantic(claim: Claim, doc: Document, path: Path, root: Path, listing) -> li
     refs_ok = True
     for key, ref in impl_refs(claim):
         keypath = tuple(key.split("."))
-        refs_ok &= _ref(ref, root, kernels, keypath, add)
+        refs_ok &= _ref(ref, root, kernels, keypath=keypath, add=add)
     _expressions(claim, add)
     _tolerances(claim, add)
     _claimed(claim, add)
@@ -203,7 +203,7 @@ def _entry(claim: Claim, listing, add) -> None:
         add(("entry",), f"`{claim.entry}` {kind}{hint}; write the entry's name, or `Section > Name`")
 
 
-def _ref(ref: str, root: Path, kernels: Path, keypath: tuple, add) -> bool:
+def _ref(ref: str, root: Path, kernels: Path, *, keypath: tuple, add) -> bool:
     file, func = split_ref(ref)
     p = root / file
     if Path(file).is_absolute() or ".." in Path(file).parts:
@@ -316,11 +316,11 @@ def gate_all(paths: Iterable[Path], root: Path, listing=None, *,
         fresh: Iterator[CheckResult] = iter(gate_all(rest, root, listing)) if rest else iter(())
         return unique_ids([r if r is not None else next(fresh) for r in cached])
     workers = min(os.cpu_count() or 1, 8)
-    forked = _gate_forked(paths, root, listing, workers) if len(paths) >= PARALLEL_FROM and workers > 1 else None
+    forked = _gate_forked(paths, root, listing, workers=workers) if len(paths) >= PARALLEL_FROM and workers > 1 else None
     return unique_ids(forked if forked is not None else [gate_file(p, root, listing) for p in paths])
 
 
-def _gate_forked(paths: list[Path], root: Path, listing, workers: int) -> Optional[list[CheckResult]]:
+def _gate_forked(paths: list[Path], root: Path, listing, *, workers: int) -> Optional[list[CheckResult]]:
     """`gate_file` of each path on forked workers, in order; None where the system cannot fork."""
     import multiprocessing as mp  # here: a plain `check` of a few claims need not pay for its import
 

@@ -333,7 +333,7 @@ def _check_kernel_source(root: Path, claim: Claim) -> list[Problem]:
         starts.append(((root / pfile).resolve(), pfunc, "kernel.prepare"))
     files = closure(root, {p for p, _, _ in starts if p.is_file()})
 
-    def add(p: Path, line: int, key: str, msg: str) -> None:
+    def add(p: Path, line: int, key: str, *, msg: str) -> None:
         rel = p.relative_to(root.resolve()) if p.is_relative_to(root.resolve()) else p
         problems.append(Problem(str(rel), line, key, msg))
 
@@ -344,38 +344,38 @@ def _check_kernel_source(root: Path, claim: Claim) -> list[Problem]:
         protected = set(PROTECTED_ROOTS) | ({bmod} if bmod and f != bpath else set())
         for kind, line, a, b in module_facts(f):
             if kind == "fixed":
-                add(f, line, "kernel.impl", a)
+                add(f, line, "kernel.impl", msg=a)
             elif kind == "assign" and (a.split(".")[0] in protected or a in protected):
-                add(f, line, "kernel.impl", f"assigns to `{a}.{b}`: patching {a} can slow the baseline or fake the timer")
+                add(f, line, "kernel.impl", msg=f"assigns to `{a}.{b}`: patching {a} can slow the baseline or fake the timer")
             elif kind == "global" and f == bpath and bfunc in a:
-                add(f, line, "kernel.impl", f"rebinds the baseline function `{bfunc}`")
+                add(f, line, "kernel.impl", msg=f"rebinds the baseline function `{bfunc}`")
     forbidden = list(claim.correctness.forbidden)
     for start, func, key in starts:
         for p, refs in reachable(root, start, func):
             for kind, line, name, extra in refs:
                 if kind == "dyn":
-                    add(p, line, key, name)
+                    add(p, line, key, msg=name)
                     continue
                 if kind == "str":
                     hit = _forbidden_hit(name, forbidden, resolved=False)
                     if hit and name == hit.split(".")[-1]:
-                        add(p, line, key, f"names forbidden `{hit}` in a string (a getattr call?); the kernel must not use it")
+                        add(p, line, key, msg=f"names forbidden `{hit}` in a string (a getattr call?); the kernel must not use it")
                     continue
                 if kind == "attr":
                     resolved = extra
                 else:
                     if p == bpath and name == bfunc:
-                        add(p, line, key, f"calls the baseline's own function `{bfunc}`; the kernel must compute the answer itself")
+                        add(p, line, key, msg=f"calls the baseline's own function `{bfunc}`; the kernel must compute the answer itself")
                         continue
                     if extra is None:
                         continue
                     name, resolved = extra, True
                 if p != bpath and bmod and name == f"{bmod}.{bfunc}":
-                    add(p, line, key, f"calls the baseline's own function `{bfunc}`; the kernel must compute the answer itself")
+                    add(p, line, key, msg=f"calls the baseline's own function `{bfunc}`; the kernel must compute the answer itself")
                     continue
                 hit = _forbidden_hit(name, forbidden, resolved)
                 if hit:
-                    add(p, line, key, f"uses `{name}`, which the claim forbids (`{hit}`)")
+                    add(p, line, key, msg=f"uses `{name}`, which the claim forbids (`{hit}`)")
     return _dedupe(problems)
 
 

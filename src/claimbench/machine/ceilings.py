@@ -98,8 +98,7 @@ def rate_tflops(c: Ceilings, dtype: str) -> tuple[Optional[float], str]:
     return r.get(key), key
 
 
-def floor_us(flops: Optional[float], bytes: Optional[float], ceilings: Ceilings, dtype: str, *,
-             cold: bool, working_set_bytes: float, cache_bytes: float) -> tuple[float, str]:
+def floor_us(flops: Optional[float], bytes: Optional[float], ceilings: Ceilings, *, dtype: str, cold: bool, working_set_bytes: float, cache_bytes: float) -> tuple[float, str]:
     """The physics floor in microseconds, and which term bound it.
 
     The memory term applies to cold runs whose working set exceeds the cache, and to any run
@@ -237,7 +236,7 @@ def _merge(old: Ceilings, new: Ceilings, bandwidth: bool) -> Ceilings:
 
 
 def load_or_measure(cache_dir: Path, hw: "Hardware", dtypes: Optional[tuple[str, ...]] = None,
-                    progress: Optional[Progress] = None, **measure_kw: Any) -> Ceilings:
+                    *, progress: Optional[Progress] = None, **measure_kw: Any) -> Ceilings:
     """Cached ceilings for this machine; measure what is missing (all of it, new dtypes, or
     ceilings whose spread stayed wide when they were measured an hour or more ago)."""
     path = _cache_path(cache_dir, hw)

@@ -10,14 +10,15 @@ was decided.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any, Optional, Sequence
 
 from claimbench import __version__
 from claimbench.gate.srcgraph import claim_sources
 from claimbench.machine.hardware import Hardware, blockers
-from claimbench.orchestrator.job import ClaimRun
+from claimbench.orchestrator.job import ClaimRun, Correctness
+from claimbench.orchestrator.protocol import PairTiming
 from claimbench.orchestrator.timed import RESOLUTION
 from claimbench.spec import expr
 from claimbench.spec.claim import Claim
@@ -70,23 +71,25 @@ def assemble_record(ctx: RunContext, runs: Sequence[ClaimRun]) -> Record:
     rejections = sorted({x for r in runs for x in r.rejections})
     flops, nbytes = expr.workload_counts(claim.workload, {ctx.point.axis: ctx.point.value} if ctx.point else None)
     k, b = _side(runs, "kernel"), _side(runs, "baseline")
-    timing = last.timing or {}
-    floor, term = _floor(ctx, flops, nbytes, last.tensor_bytes, cold=timing.get("mode") == "cold")
-    throttled = any(bool((r.timing or {}).get("throttled_majority")) for r in runs)
+    timing = last.timing
+    mode = timing.mode if timing else None
+    floor, term = _floor(ctx, flops, nbytes, tensor_bytes=last.tensor_bytes, cold=mode == "cold")
+    throttled = any(r.timing is not None and r.timing.throttled_majority for r in runs)
     load = _machine_load(runs, hw, ctx.device)
     ev = Evidence(
         metric=claim.claimed.metric, claimed_value=claim.claimed.value, tolerance=claim.claimed.tolerance,
         flops=flops, bytes=nbytes, outcome=outcome, outcome_reason=outcome_reason, rejections=tuple(rejections),
-        correctness_passed=corr.get("passed"), correctness_reason=corr.get("reason", ""),
-        hardware_match=ok, hardware_reason=ctx.why, blockers=_blockers(hw, ok, ctx.device, timing, last.bracket),
+        correctness_passed=corr.passed, correctness_reason=corr.reason,
+        hardware_match=ok, hardware_reason=ctx.why, blockers=_blockers(hw, ok, ctx.device, timing=timing, bracket=last.bracket),
         kernel=Samples(k.samples_us, k.rounds, k.processes) if k.samples_us else None,
         baseline=Samples(b.samples_us, b.rounds, b.processes) if b.samples_us else None,
         floor_us=floor, floor_term=term, throttled_majority=throttled, tensor_bytes=last.tensor_bytes,
-        **evidence_fields(PROTOCOL_VERSION, {"device": ctx.device, "machine_load": load}, {}, claim.claimed.model_dump()))
+        **evidence_fields(PROTOCOL_VERSION, {"device": ctx.device, "machine_load": load}, {}, claimed=claim.claimed.model_dump()))
     v = decide(ev)
-    protocol = {key: timing.get(key) for key in PROTOCOL_KEYS}
-    protocol.update(device=ctx.device, dtype=ctx.dtype, repeat=len(runs), timed_checks=last.timed_checks,
-                    dropped_throttled={s: (timing.get(s) or {}).get("dropped_throttled", 0) for s in SIDES},
+    protocol: dict[str, Any] = {key: getattr(timing, key) if timing else None for key in PROTOCOL_KEYS}
+    protocol.update(device=ctx.device, dtype=ctx.dtype, repeat=len(runs),
+                    timed_checks=last.timed_checks.as_record() if last.timed_checks else None,
+                    dropped_throttled={s: getattr(timing, s).dropped_throttled if timing else 0 for s in SIDES},
                     autotune=last.autotune, torch_threads=last.torch_threads, topology=last.topology,
                     host_allocator=_host_allocator(), sandbox=ctx.sandbox, bracket=last.bracket, machine_load=load,
                     census=last.census, output_read=last.output_read, side_versions=last.versions)
@@ -102,28 +105,25 @@ def assemble_record(ctx: RunContext, runs: Sequence[ClaimRun]) -> Record:
         seeds=[*seeds.get("trials", []), *seeds.get("sensitivity", []), seeds.get("timing", 0)],
         hardware={**hw.to_dict(), "slug": hw.slug, "name": hw.name}, hardware_match=ok, hardware_reason=ctx.why,
         blockers=list(ev.blockers),
-        mode=("measured-hot" if timing.get("mode") == "hot" else "measured") if ok else "correctness-only",
+        mode=("measured-hot" if mode == "hot" else "measured") if ok else "correctness-only",
         **claim_copy(claim), sweep_point=ctx.point, flops=flops, bytes=nbytes,
-        tensor_bytes=last.tensor_bytes, protocol=protocol, correctness=corr, rejections=rejections,
+        tensor_bytes=last.tensor_bytes, protocol=protocol, correctness=corr.as_record(), rejections=rejections,
         outcome=outcome, outcome_reason=outcome_reason, throttled_majority=throttled,
         kernel=k, baseline=b, ceilings=ctx.ceilings or {}, floor_us=floor, floor_term=term,
         verdict=v.status.value, reason=v.reason, value=v.value, ci_low=v.ci_low, ci_high=v.ci_high,
         published_value=v.published_value)
 
 
-def _correctness(runs: Sequence[ClaimRun]) -> dict[str, Any]:
+def _correctness(runs: Sequence[ClaimRun]) -> Correctness:
     """Passed only when every process's check passed; otherwise the first that failed says why."""
-    corrs = [r.correctness or {} for r in runs]
-    if any(c.get("passed") is False for c in corrs):
-        return dict(next(c for c in corrs if c.get("passed") is False))
-    corr = dict(corrs[-1])
-    if all(c.get("passed") is True for c in corrs):
-        corr["passed"] = True
-    return corr
+    corrs = [r.correctness or Correctness() for r in runs]
+    failed = next((c for c in corrs if c.passed is False), None)
+    if failed is not None:
+        return failed
+    return replace(corrs[-1], passed=True) if all(c.passed is True for c in corrs) else corrs[-1]
 
 
-def _floor(ctx: RunContext, flops: Optional[float], nbytes: Optional[float], tensor_bytes: Optional[float], *,
-           cold: bool) -> tuple[Optional[float], str]:
+def _floor(ctx: RunContext, flops: Optional[float], nbytes: Optional[float], *, tensor_bytes: Optional[float], cold: bool) -> tuple[Optional[float], str]:
     """The physics floor the number is held to, from the measured ceilings; none off the claim's hardware."""
     if not ctx.ceilings or not ctx.matched:
         return None, ""
@@ -131,7 +131,7 @@ def _floor(ctx: RunContext, flops: Optional[float], nbytes: Optional[float], ten
 
     hw = ctx.hw
     cache = (hw.gpus[0].l2_bytes if hw.gpus else 0) if ctx.device == "cuda" else (hw.cpu.llc_bytes or 0)
-    return floor_us(flops, nbytes, Ceilings.from_dict(ctx.ceilings), ctx.dtype, cold=cold,
+    return floor_us(flops, nbytes, Ceilings.from_dict(ctx.ceilings), dtype=ctx.dtype, cold=cold,
                     working_set_bytes=float(tensor_bytes or 0), cache_bytes=float(cache or 0))
 
 
@@ -149,8 +149,8 @@ def _machine_load(runs: Sequence[ClaimRun], hw: Hardware, device: str) -> dict[s
     """Other processes' share of the machine while timed, over every process of the run (weighted
     by their wall time), and the other processes seen on the claim's GPUs."""
     loads = [r.load for r in runs if r.load]
-    wall = sum(x["wall_s"] for x in loads)
-    frac = sum(x["other_cpu_fraction"] * x["wall_s"] for x in loads) / wall if wall > 0 else None
+    wall = sum(x.wall_s for x in loads)
+    frac = sum(x.other_cpu_fraction * x.wall_s for x in loads) / wall if wall > 0 else None
     gpus = max((len(g.other_processes) for g in hw.gpus), default=0) if device == "cuda" else None
     return {"other_cpu_fraction": None if frac is None else round(frac, 4), "other_gpu_processes": gpus}
 
@@ -160,7 +160,8 @@ def _host_allocator() -> dict[str, str]:
     return {k: os.environ.get(k, v) for k, v in HOST_ALLOCATOR_ENV.items()}
 
 
-def _blockers(hw: Hardware, ok: bool, device: str, timing: dict, bracket: Optional[dict] = None) -> tuple[str, ...]:
+def _blockers(hw: Hardware, ok: bool, device: str, *, timing: Optional[PairTiming],
+              bracket: Optional[dict] = None) -> tuple[str, ...]:
     """Why this run cannot verify even if its numbers clear the claim."""
     out = list(blockers(hw)) if ok and device == "cuda" else []
     for side in SIDES:
@@ -170,18 +171,18 @@ def _blockers(hw: Hardware, ok: bool, device: str, timing: dict, bracket: Option
             out.append(f"the orchestrator's clock could not resolve the {side}'s calls: {unresolved} of {taken} samples "
                        f"were no longer than a null call ({((bracket or {}).get('null_us') or {}).get(side, 0):.0f} us); a "
                        "quieter machine or a larger workload gives it something to measure")
-    n = ((timing.get("calls_per_block") or {}).get("kernel") or 1)
-    if ok and timing.get("mode") == "cpu" and n > 1:
+    n = ((timing.calls_per_block if timing else None) or {}).get("kernel") or 1
+    if ok and timing is not None and timing.mode == "cpu" and n > 1:
         out.append(_blocked(n, timing, bracket or {}))
     return tuple(out)
 
 
-def _blocked(n: int, timing: dict, bracket: dict) -> str:
+def _blocked(n: int, timing: PairTiming, bracket: dict) -> str:
     """Why the kernel's calls were timed in blocks, which decides what settles it: a call shorter than
     the protocol's block is the workload's doing; a longer one was blocked only because the machine's
     noise (the null call's spread) asked for longer blocks, so a quieter machine settles it."""
-    per_call = (timing.get("kernel") or {}).get("median_us")
-    block_us = float((timing.get("config") or {}).get("min_block_us") or 0.0)
+    per_call = timing.kernel.median_us
+    block_us = float(timing.config.get("min_block_us") or 0.0)
     iqr = float((bracket.get("null_iqr_us") or {}).get("kernel") or 0.0)
     if per_call is not None and block_us and per_call >= block_us:
         return (f"the machine's noise had the kernel's calls timed in blocks of {n}: a call takes {per_call:.0f} us, "
@@ -198,12 +199,13 @@ def _side(runs: Sequence[ClaimRun], side: str) -> SideTiming:
     processes: list[int] = []
     dropped: list[float] = []
     for i, run in enumerate(runs):
-        t = (run.timing or {}).get(side) or {}
-        xs = list(t.get("samples_us") or [])
-        samples += xs
-        rounds += list(t.get("rounds") or [0] * len(xs))
-        processes += [i] * len(xs)
-        dropped += list(t.get("dropped_us") or [])
+        if run.timing is None:
+            continue
+        t = run.timing.kernel if side == "kernel" else run.timing.baseline
+        samples += t.samples_us
+        rounds += t.rounds or [0] * len(t.samples_us)
+        processes += [i] * len(t.samples_us)
+        dropped += t.dropped_us
     if not samples:
         return SideTiming(rounds=rounds, processes=processes, dropped_us=dropped)
     import numpy as np

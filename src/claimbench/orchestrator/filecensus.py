@@ -149,7 +149,7 @@ class Backup:
         shutil.rmtree(self.dir, ignore_errors=True)
 
 
-def undo(root: Path, changed: list[str], planted: list[str], removed: list[str], quarantine: Path,
+def undo(root: Path, changed: list[str], planted: list[str], *, removed: list[str], quarantine: Path,
          backup: "Backup | None" = None) -> list[str]:
     """Put back what the run's copy or git knows, as it was when the run began, keeping each changed
     version in the quarantine; quarantine the rest; returns what could not be undone."""

@@ -6,9 +6,15 @@ observed, for the runner to decide a verdict on and write into the record.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Any, Optional
+from typing import TYPE_CHECKING, Any, Optional
+
+from claimbench.orchestrator.protocol import PairTiming
+
+if TYPE_CHECKING:
+    from pydantic import TypeAdapter
 
 
 @dataclass(frozen=True)
@@ -33,41 +39,102 @@ class Job:
 
 
 @dataclass(frozen=True)
+class Correctness:
+    """The correctness trials' outcome: ``passed`` None when a rejection stopped them before a
+    verdict; ``trials`` are the per-trial rows (seed, params, errors, null models) as the record keeps
+    them, evidence a reader opens rather than fields the verdict reads."""
+
+    passed: Optional[bool] = None
+    reason: str = ""
+    trials: tuple[dict[str, Any], ...] = ()
+
+    def first_output_dtypes(self) -> Optional[list[str]]:
+        """The dtypes the kernel returned in its first trial; None before any trial: what timed calls
+        must return too (a cheaper dtype there is the cheat of issue 22)."""
+        outs = (self.trials[0].get("outputs") if self.trials else None) or []
+        return [o.get("dtype", "") for o in outs] or None
+
+    def as_record(self) -> dict[str, Any]:
+        """The record's `correctness` block."""
+        return {"passed": self.passed, "reason": self.reason, "trials": list(self.trials)}
+
+
+@dataclass(frozen=True)
+class TimedChecks:
+    """How many timed calls the orchestrator rechecked, how many failed, how many samples ran on
+    perturbed inputs; on several ranks, the sums with each rank's own."""
+
+    checked: int = 0
+    failed: int = 0
+    perturbed: int = 0
+    calls_per_block: Optional[int] = None   # the kernel's calls per timed block (one process)
+    ranks: tuple["TimedChecks", ...] = ()
+
+    def as_record(self) -> dict[str, Any]:
+        """The record's `protocol.timed_checks`: the keys this run has."""
+        out: dict[str, Any] = {"checked": self.checked, "failed": self.failed, "perturbed": self.perturbed}
+        if self.calls_per_block is not None:
+            out["calls_per_block"] = self.calls_per_block
+        if self.ranks:
+            out["ranks"] = [r.as_record() for r in self.ranks]
+        return out
+
+
+@dataclass(frozen=True)
+class MachineLoad:
+    """Other processes' share of this machine's CPUs while one process's claim was timed."""
+
+    other_cpu_fraction: float
+    cpus: int
+    wall_s: float
+
+
+@dataclass(frozen=True)
 class ClaimRun:
     """What the orchestrator observed of one claim, for the runner's verdict; ``outcome`` None means it
-    ran to the end."""
+    ran to the end. Typed to the leaves the verdict reads; ``bracket``, ``census``, ``topology`` and
+    ``autotune`` are evidence blocks copied into the record as they are."""
 
     outcome: Optional[str] = None               # "error" | "timeout" | None
     outcome_reason: str = ""
     rejections: tuple[str, ...] = ()
-    correctness: Optional[dict] = None
-    timing: Optional[dict] = None               # PairTiming as data
+    correctness: Optional[Correctness] = None
+    timing: Optional[PairTiming] = None
     tensor_bytes: Optional[float] = None
-    timed_checks: Optional[dict] = None
-    bracket: Optional[dict] = None
-    census: Optional[dict] = None               # threads and affinity the orchestrator saw
-    load: Optional[dict] = None                 # other processes' share of the machine while timed
+    timed_checks: Optional[TimedChecks] = None
+    bracket: Optional[dict[str, Any]] = None
+    census: Optional[dict[str, Any]] = None     # threads and affinity the orchestrator saw
+    load: Optional[MachineLoad] = None          # other processes' share of the machine while timed
     torch_threads: Optional[int] = None         # what the kernel side said (evidence)
     sources: tuple[str, ...] = ()
-    versions: dict = field(default_factory=dict)
-    seeds: dict = field(default_factory=dict)
+    versions: dict[str, str] = field(default_factory=dict)
+    seeds: dict[str, Any] = field(default_factory=dict)
     output_read: str = "process_vm_readv"
-    topology: Optional[dict] = None
-    autotune: Optional[dict] = None
+    topology: Optional[dict[str, Any]] = None
+    autotune: Optional[dict[str, Any]] = None
     alone: bool = False                         # it stopped where the other ranks could not know
 
-    def to_dict(self) -> dict:
+    @property
+    def passed(self) -> bool:
+        """It ran to the end and its correctness check passed: only then may a next process run."""
+        return not self.outcome and self.correctness is not None and self.correctness.passed is True
+
+    def to_dict(self) -> dict[str, Any]:
         """As plain data, for JSON: a rank process writes it and `from_dict` reads it back."""
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, d: dict) -> "ClaimRun":
-        """Back from the JSON a rank process wrote; keys it does not know are dropped, sequences become tuples."""
-        known = {k: v for k, v in d.items() if k in cls.__dataclass_fields__}
-        for key in ("rejections", "sources"):
-            if key in known:
-                known[key] = tuple(known[key] or ())
-        return cls(**known)
+    def from_dict(cls, d: dict[str, Any]) -> "ClaimRun":
+        """Back from the JSON a rank process wrote, validated to its types (nested ones included);
+        keys it does not know are dropped."""
+        return _adapter().validate_python({k: v for k, v in d.items() if k in cls.__dataclass_fields__})
+
+
+@functools.lru_cache(maxsize=1)
+def _adapter() -> "TypeAdapter[ClaimRun]":
+    from pydantic import TypeAdapter
+
+    return TypeAdapter(ClaimRun)
 
 
 def job_to_dict(job: Job) -> dict:

@@ -15,7 +15,7 @@ import subprocess
 import sys
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional
 
@@ -34,7 +34,7 @@ class Nodes:
     master_port: Optional[int] = None
 
 
-def launch(job: Job, ranks: int, nodes: Nodes, sandbox: str, run_id: str,
+def launch(job: Job, ranks: int, nodes: Nodes, *, sandbox: str, run_id: str,
            say: Callable[[str], None] = lambda msg: None) -> ClaimRun:
     """Run ``job`` on ``ranks`` ranks over ``nodes``; always returns a ClaimRun, a failure included."""
     if ranks % nodes.count:
@@ -55,13 +55,13 @@ def launch(job: Job, ranks: int, nodes: Nodes, sandbox: str, run_id: str,
         proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                 cwd=str(job.root), start_new_session=True, env={**os.environ, "PYTHONUNBUFFERED": "1",
                                                                                     "CLAIMBENCH_RUN_PID": str(os.getpid())})
-        timed_out = _wait(proc, out, ranks, job.timeout_s + 60.0, say)
+        timed_out = _wait(proc, out, ranks, timeout_s=job.timeout_s + 60.0, say=say)
         log.close()
         _keep_logs(out, job.log_path)
-        return ClaimRun.from_dict(_collect(out, proc, ranks, per_node, nodes, timed_out, job.timeout_s))
+        return _collect(out, proc, ranks, per_node=per_node, nodes=nodes, timed_out=timed_out, timeout_s=job.timeout_s)
 
 
-def _wait(proc: subprocess.Popen, out: Path, ranks: int, timeout_s: float, say) -> bool:
+def _wait(proc: subprocess.Popen, out: Path, ranks: int, *, timeout_s: float, say) -> bool:
     deadline, shown = time.monotonic() + timeout_s, ""
     while proc.poll() is None:
         if time.monotonic() > deadline:
@@ -99,43 +99,45 @@ def _status(out: Path, rank: int) -> dict:
         return {}
 
 
-def _collect(out: Path, proc: subprocess.Popen, ranks: int, per_node: int, nodes: Nodes, timed_out: bool,
-             timeout_s: float) -> dict:
+def _collect(out: Path, proc: subprocess.Popen, ranks: int, *, per_node: int, nodes: Nodes, timed_out: bool,
+             timeout_s: float) -> ClaimRun:
+    """The claim's run as rank 0 merged it, or, where no rank got that far, the earliest failure
+    (every rank's reason kept) or why the launcher ended."""
     mine = range(nodes.rank * per_node, (nodes.rank + 1) * per_node)
     statuses = {r: _status(out, r) for r in mine}
     if timed_out:
         phases = "; ".join(f"rank {r}: {s.get('phase') or 'starting'}" for r, s in statuses.items())
-        return {"outcome": "timeout", "outcome_reason": f"no result within the {timeout_s:g} s limit; every rank "
-                f"process was killed and reaped (last phases: {phases})"}
+        return ClaimRun(outcome="timeout", outcome_reason=f"no result within the {timeout_s:g} s limit; every rank "
+                        f"process was killed and reaped (last phases: {phases})")
     if (out / "result.json").exists():
-        return json.loads((out / "result.json").read_text())
+        return ClaimRun.from_dict(json.loads((out / "result.json").read_text()))
     # someone stopped alone: the earliest rank that failed or ended with a reason is the cause
-    failed = []
+    failed: list[tuple[float, int, ClaimRun]] = []
     for r, s in statuses.items():
         run = s.get("run") or {}
         if s.get("error"):
-            failed.append((s.get("t", 1e18), r, {"outcome": "error", "outcome_reason": s["error"]}))
+            failed.append((s.get("t", 1e18), r, ClaimRun(outcome="error", outcome_reason=str(s["error"]))))
         elif run.get("alone"):
-            failed.append((s.get("t", 1e18), r, run))
+            failed.append((s.get("t", 1e18), r, ClaimRun.from_dict(run)))
     if failed:
         failed.sort(key=lambda x: (x[0], x[1]))
-        _, r, run = failed[0]
-        run = dict(run)
-        if run.get("outcome_reason"):
+        _, r, first = failed[0]
+        reason = first.outcome_reason
+        if reason:
             # the earliest first; the others too, since a crashed rank's peers fail in the same instant
             # (gloo: "connection closed by peer") and the clocks cannot always order them
-            others = [f"rank {r2}: {x['outcome_reason']}" for _, r2, x in failed[1:] if x.get("outcome_reason")]
-            run["outcome_reason"] = "; ".join([f"rank {r}: {run['outcome_reason']}"] + others)
-        run["rejections"] = [f"rank {r}: {x}" for x in run.get("rejections") or []]
-        corr = run.get("correctness")
-        if corr and corr.get("passed") is False:
-            run["correctness"] = {**corr, "reason": f"rank {r}: {corr.get('reason', '')}"}
-        return run
+            others = [f"rank {r2}: {x.outcome_reason}" for _, r2, x in failed[1:] if x.outcome_reason]
+            reason = "; ".join([f"rank {r}: {reason}"] + others)
+        corr = first.correctness
+        if corr is not None and corr.passed is False:
+            corr = replace(corr, reason=f"rank {r}: {corr.reason}")
+        return replace(first, outcome_reason=reason, rejections=tuple(f"rank {r}: {x}" for x in first.rejections),
+                       correctness=corr)
     if nodes.rank != 0:
-        return {"outcome": "error", "outcome_reason": "rank 0 runs on node 0; its record is written there"}
+        return ClaimRun(outcome="error", outcome_reason="rank 0 runs on node 0; its record is written there")
     tail = (out / "launcher.log").read_text(errors="replace").strip().splitlines()[-1:] if (out / "launcher.log").exists() else []
-    return {"outcome": "error", "outcome_reason": f"the launcher {census.exit_text(proc.returncode << 8 if proc.returncode and proc.returncode > 0 else None)}"
-            f" without a result" + (f": {tail[0][:300]}" if tail else "")}
+    return ClaimRun(outcome="error", outcome_reason=f"the launcher {census.exit_text(proc.returncode << 8 if proc.returncode and proc.returncode > 0 else None)}"
+                    f" without a result" + (f": {tail[0][:300]}" if tail else ""))
 
 
 def _keep_logs(out: Path, log_path: Optional[Path]) -> None:

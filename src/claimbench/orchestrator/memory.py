@@ -56,7 +56,7 @@ def read_buffer(pid: int, buf: m.Buffer) -> np.ndarray:
     if span > buf.span_bytes + codec.itemsize(buf.dtype):
         raise ReadError(f"the side reported {buf.span_bytes} bytes for a tensor that spans {span}")
     raw = read_remote(pid, buf.ptr, span) if span else np.empty(0, dtype=np.uint8)
-    return codec.from_bytes(raw, buf.dtype, buf.shape, buf.strides)
+    return codec.from_bytes(raw, buf.dtype, buf.shape, strides=buf.strides)
 
 
 OPERAND_MEMFD = "claimbench-operand"  # the name every operand memfd of ours carries in /proc/<pid>/maps

@@ -10,24 +10,55 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Callable, Optional
+from typing import Any, Callable, Optional
 
 from claimbench.orchestrator import census
 from claimbench.orchestrator import messages as m
 from claimbench.orchestrator.channel import ChannelClosed, ChannelTimeout, ProtocolError
 from claimbench.orchestrator.coordinate import Solo
-from claimbench.orchestrator.job import ClaimRun, Job
+from claimbench.orchestrator.job import ClaimRun, Correctness, Job, MachineLoad, TimedChecks
 from claimbench.orchestrator.memory import ReadError
 from claimbench.orchestrator.processes import ForkServer
-from claimbench.orchestrator.protocol import TimingConfig, measure_pair
+from claimbench.orchestrator.protocol import PairTiming, TimingConfig, measure_pair
 from claimbench.orchestrator.session import ClaimEnded, ClaimSession
 from claimbench.orchestrator.timed import Rechecks, RemoteTimer
 from claimbench.orchestrator.trials import run_trials, seed_check
 from claimbench.spec import ops
 
 ROLES: tuple[m.Role, ...] = ("task", "kernel", "baseline")
+
+
+@dataclass
+class _Found:
+    """What the orchestrator has seen of a claim so far; `freeze` makes it the `ClaimRun` it returns.
+    ``flush`` and ``load_reference`` are for the timed phase only and stay out of the result."""
+
+    seeds: dict[str, Any]
+    outcome: Optional[str] = None
+    outcome_reason: str = ""
+    alone: bool = False
+    correctness: Optional[Correctness] = None
+    versions: dict[str, str] = field(default_factory=dict)
+    sources: tuple[str, ...] = ()
+    timing: Optional[PairTiming] = None
+    tensor_bytes: Optional[float] = None
+    timed_checks: Optional[TimedChecks] = None
+    bracket: Optional[dict[str, Any]] = None
+    census: Optional[dict[str, Any]] = None
+    load: Optional[MachineLoad] = None
+    torch_threads: Optional[int] = None
+    autotune: Optional[dict[str, Any]] = None
+    flush: tuple[Optional[int], Optional[bool]] = (None, None)
+    load_reference: Optional[tuple[Any, Any]] = None
+
+    def freeze(self, rejections: tuple[str, ...]) -> ClaimRun:
+        return ClaimRun(outcome=self.outcome, outcome_reason=self.outcome_reason, rejections=rejections,
+                        correctness=self.correctness, timing=self.timing, tensor_bytes=self.tensor_bytes,
+                        timed_checks=self.timed_checks, bracket=self.bracket, census=self.census, load=self.load,
+                        torch_threads=self.torch_threads, sources=self.sources, versions=self.versions,
+                        seeds=self.seeds, autotune=self.autotune, alone=self.alone)
 
 
 def refs_for(claim, role: str) -> dict[str, str]:
@@ -56,39 +87,40 @@ def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None], *, coo
     ``group`` says where each role's side processes meet (master address, port, store prefix)."""
     coord = coord if coord is not None else Solo()
     s = ClaimSession(server, time.monotonic() + job.timeout_s)
-    found: dict = {"seeds": job.seeds}
+    found = _Found(seeds=job.seeds)
     rejections: list[str] = []
     log_fd = os.open(job.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if job.log_path else os.open(os.devnull, os.O_WRONLY)
     try:
-        _start(s, job, log_fd, say, found, coord, group)
-        found["_load_reference"] = _load_reference(s)
-        rejections += seed_check(s, job.claim, job.seeds["sensitivity"], job.measured, coord)
+        _start(s, job, log_fd, say=say, found=found, coord=coord, group=group)
+        found.load_reference = _load_reference(s)
+        rejections += seed_check(s, job.claim, job.seeds["sensitivity"], measured=job.measured, coord=coord)
         if not rejections:
             corr, rej = run_trials(s, job.claim, device=job.device, dtype=job.dtype, seeds=job.seeds["trials"],
                                    measured=job.measured, say=say, coord=coord)
-            found["correctness"] = corr
+            found.correctness = corr
             rejections += rej
-            passed = all(coord.gather(bool(corr["passed"]))) if coord.world > 1 else corr["passed"]
+            passed = all(coord.gather(bool(corr.passed))) if coord.world > 1 else corr.passed
             if job.measured and passed and not rejections:
-                rejections += _timed(s, job, say, found, coord, stop)
+                rejections += _timed(s, job, say, found=found, coord=coord, stop=stop)
     except ClaimEnded as e:
-        found["alone"] = True  # no other rank knows: a multi-rank run must stop the whole group
+        found.alone = True  # no other rank knows: a multi-rank run must stop the whole group
         if e.verdict in ("error", "timeout"):
-            found.update(outcome=e.verdict, outcome_reason=e.reason)
+            found.outcome, found.outcome_reason = e.verdict, e.reason
         elif e.verdict == "incorrect":
-            found["correctness"] = {"passed": False, "reason": e.reason, "trials": []}
+            found.correctness = Correctness(passed=False, reason=e.reason)
         else:
             rejections.append(e.reason)
     except ChannelTimeout as e:
-        found.update(outcome="timeout", outcome_reason=f"{e}: no answer within the {job.timeout_s:g} s limit", alone=True)
+        found.outcome, found.alone = "timeout", True
+        found.outcome_reason = f"{e}: no answer within the {job.timeout_s:g} s limit"
     except (ChannelClosed, ProtocolError, ReadError) as e:
         op = _tripped(s, job.claim)
         if op:
             rejections.append(f"the kernel ran forbidden op aten::{op}: the tripwire on it ended the kernel's "
                               "process (its exit status names the op); a kernel must not use what its claim forbids")
-            found["alone"] = True
+            found.alone = True
         else:
-            found.update(outcome="error", outcome_reason=_died(s, str(e), job.log_path), alone=True)
+            found.outcome, found.outcome_reason, found.alone = "error", _died(s, str(e), job.log_path), True
     finally:
         os.close(log_fd)
         strays = _detached(s)
@@ -97,12 +129,10 @@ def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None], *, coo
     if strays:
         rejections.append(f"the claim's processes left {len(strays)} process(es) running outside their sessions "
                           f"(pids {', '.join(map(str, strays[:5]))}); a kernel must not leave work behind (they were killed)")
-    found.pop("_flush", None)
-    found.pop("_load_reference", None)
-    return ClaimRun(rejections=tuple(rejections), **found)
+    return found.freeze(tuple(rejections))
 
 
-def _start(s: ClaimSession, job: Job, log_fd: int, say, found: dict, coord, group: Optional[dict]) -> None:
+def _start(s: ClaimSession, job: Job, log_fd: int, *, say, found: _Found, coord, group: Optional[dict]) -> None:
     env = {**job.env, "CLAIMBENCH_THREADS": str(job.threads or os.cpu_count() or 1)}
     cpu_limit = job.max_memory_bytes if job.device == "cpu" else None
     timer = None
@@ -117,11 +147,11 @@ def _start(s: ClaimSession, job: Job, log_fd: int, say, found: dict, coord, grou
     s.pinned_cpus = side_cpus(job) if group is None else None
     for role in ROLES:
         say(f"starting the {role} side")
-        s.sides[role] = side = s.server.spawn(role, env, log_fd, cpu_limit)
+        s.sides[role] = side = s.server.spawn(role, env, log_fd=log_fd, max_memory_bytes=cpu_limit)
         side.freeze()
         if role != "task" and s.pinned_cpus is not None:
             census.pin([side.pid, *side.extra], s.pinned_cpus)
-        found.setdefault("versions", side.versions)
+        found.versions = found.versions or dict(side.versions)
         dist = None
         if group is not None:
             dist = m.DistSpec(rank=coord.rank, world=coord.world, local_rank=group["local_rank"],
@@ -131,11 +161,11 @@ def _start(s: ClaimSession, job: Job, log_fd: int, say, found: dict, coord, grou
         loaded = s.exchange(role, m.Load(role=role, root=str(job.root), refs=refs_for(job.claim, role),
                                          device=job.device, dtype=job.dtype,
                                          forbidden=list(job.claim.correctness.forbidden) if role == "kernel" else [],
-                                         timer=timer if role != "task" else None, dist=dist), m.Loaded)[0]
+                                         timer=timer if role != "task" else None, dist=dist), expect=m.Loaded)[0]
         sources |= set(loaded.sources)
         if role == "kernel":
-            found["_flush"] = (loaded.flush_bytes, loaded.l2_reset)
-    found["sources"] = tuple(sorted(sources))
+            found.flush = (loaded.flush_bytes, loaded.l2_reset)
+    found.sources = tuple(sorted(sources))
 
 
 def side_cpus(job: Job) -> Optional[frozenset[int]]:
@@ -149,7 +179,7 @@ def side_cpus(job: Job) -> Optional[frozenset[int]]:
     return frozenset(mine[-job.threads:])
 
 
-def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str]:
+def _timed(s: ClaimSession, job: Job, say, *, found: _Found, coord, stop) -> list[str]:
     claim = job.claim
     params = dict(claim.workload.params)
     cfg = TimingConfig.for_device(job.device, **{k: v for k, v in job.timing.items() if v is not None and k != "flush_bytes"})
@@ -157,43 +187,43 @@ def _timed(s: ClaimSession, job: Job, say, found: dict, coord, stop) -> list[str
         top = ((job.hardware.get("gpus") or [{}])[0] or {}).get("max_sm_clock_mhz")
         if top:  # NVML's max clock, at least the default clock nvbench takes 75% of: the floor errs high
             cfg = replace(cfg, min_sm_clock_mhz=0.75 * float(top))
-    flush, l2_reset = found.pop("_flush", (None, None))
+    flush, l2_reset = found.flush
     inputs = s.make_inputs(job.seeds["timing"], params)
     s.give("kernel", inputs)
     s.give("baseline", inputs)
     timer = RemoteTimer(s, job.device, hot=job.hot or not cfg.cold, min_block_us=cfg.min_block_us,
                         flush_bytes=flush, l2_reset=l2_reset, coord=coord)
-    hooks = Rechecks(s, claim, params, job.seeds["timing"], timer,
+    hooks = Rechecks(s, claim, params=params, seed=job.seeds["timing"], timer=timer,
                      calls_per_round=cfg.calls_per_round, device=job.device, coord=coord)
-    first_trial = ((found.get("correctness") or {}).get("trials") or [{}])[0]
-    hooks.expect_dtypes = [o.get("dtype", "") for o in first_trial.get("outputs") or []] or None
+    hooks.expect_dtypes = found.correctness.first_output_dtypes() if found.correctness else None
     hooks.max_memory_bytes, hooks.threads = job.max_memory_bytes, job.threads or os.cpu_count() or 1
-    hooks.shape_after_load, hooks.settings_after_load = found.pop("_load_reference")
+    assert found.load_reference is not None, "the sides' shape after loading is read before the trials"
+    hooks.shape_after_load, hooks.settings_after_load = found.load_reference
     hooks.server_shape = census.shape([s.server.host_pid]).get(s.server.host_pid)
     everyone = _own_processes(s)
     mark = census.load_mark(everyone)
     say("timing: warm-up")
-    pair = measure_pair("kernel", "baseline", timer, cfg, hooks=hooks,
+    pair = measure_pair("kernel", "baseline", timer, config=cfg, hooks=hooks,
                         progress=lambda phase, detail: say(f"{phase}: {detail}"), clock=coord.clock, enough=stop)
     hooks.finish_round()
     other, wall = census.other_fraction(mark, everyone)
-    found["load"] = {"other_cpu_fraction": round(other, 4), "cpus": mark.ncpu, "wall_s": round(wall, 3)}
+    found.load = MachineLoad(other_cpu_fraction=round(other, 4), cpus=mark.ncpu, wall_s=round(wall, 3))
     first = timer.calls_per_block.get("kernel", 1)
-    found["timing"] = pair.to_dict()
-    found["tensor_bytes"] = float(inputs.nbytes() + _output_bytes(s))
-    found["timed_checks"] = {"checked": hooks.checked, "failed": len(hooks.failures), "perturbed": hooks.perturbed,
-                             "calls_per_block": first}
-    found["bracket"] = timer.bracket.summary()
-    found["census"] = _census_summary(hooks.shape_after_warmup or {}, s)
+    found.timing = pair
+    found.tensor_bytes = float(inputs.nbytes() + _output_bytes(s))
+    found.timed_checks = TimedChecks(checked=hooks.checked, failed=len(hooks.failures), perturbed=hooks.perturbed,
+                                     calls_per_block=first)
+    found.bracket = timer.bracket.summary()
+    found.census = _census_summary(hooks.shape_after_warmup or {}, s)
     probed = s.probe("kernel")
-    found["torch_threads"], found["autotune"] = probed.torch_threads, dict(probed.autotune)
+    found.torch_threads, found.autotune = probed.torch_threads, dict(probed.autotune)
     problems = []
     if hooks.failures:
         problems.append(f"timed calls returned wrong answers ({len(hooks.failures)} of {hooks.checked} checked): "
                         f"{hooks.failures[0]}")
     problems += _bracket_problems(timer, job.device, job.threads or os.cpu_count() or 1)
     if job.device == "cuda" and coord.world == 1:  # NCCL's own stream would trip it on several ranks
-        checked = s.exchange("kernel", m.StreamCheck(), m.StreamChecked)[0]
+        checked = s.exchange("kernel", m.StreamCheck(), expect=m.StreamChecked)[0]
         if not checked.ok:
             problems.append(checked.why)
         s.release("kernel")

@@ -67,7 +67,7 @@ def new_values(current: np.ndarray, dtype: str) -> np.ndarray:
     return rotated
 
 
-def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, rng: random.Random) -> m.Edit:
+def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, *, rng: random.Random) -> m.Edit:
     """One input's edit for the next sample, from the bytes it holds now (``view``: uint8, C-order)."""
     size = codec.itemsize(item.dtype)
     idx = spread(item.shape, rng)

@@ -28,7 +28,7 @@ class ForkServer:
     """The sandboxed process that imports torch once and forks every side from it, spoken to over
     ``ctl``; a run keeps it for the claims that share its sandbox and import-time environment."""
 
-    def __init__(self, root: Path, env: dict, sandbox: Sandbox, log_path: Path) -> None:
+    def __init__(self, root: Path, env: dict, *, sandbox: Sandbox, log_path: Path) -> None:
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log = open(log_path, "ab")
@@ -70,7 +70,7 @@ class ForkServer:
         """Whether the process we started for the server is still running."""
         return self.proc.poll() is None
 
-    def spawn(self, role: m.Role, env: dict, log_fd: int, max_memory_bytes: Optional[int],
+    def spawn(self, role: m.Role, env: dict, *, log_fd: int, max_memory_bytes: Optional[int],
               timeout_s: float = 60.0) -> "SideProcess":
         """Fork a ``role`` side with its own channel and ``log_fd``, and wait for its `Ready`; a refusal
         by the server is a ProtocolError."""

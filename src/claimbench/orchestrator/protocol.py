@@ -226,7 +226,7 @@ class _Side:
 
 
 def _stop_reason(acc: dict[str, _Side], cfg: TimingConfig, elapsed_s: float,
-                 enough: Optional[Callable[[dict[str, "_Side"]], Optional[str]]] = None) -> Optional[str]:
+                 *, enough: Optional[Callable[[dict[str, "_Side"]], Optional[str]]] = None) -> Optional[str]:
     if all(len(a.kept) >= cfg.min_samples for a in acc.values()):
         # the claim's own criterion (the CI of its metric) when it has one, else each median's rse
         why = (enough or RseStop(cfg.target_rse))(acc)
@@ -240,7 +240,7 @@ def _stop_reason(acc: dict[str, _Side], cfg: TimingConfig, elapsed_s: float,
 
 
 def measure_pair(kernel: _Fn, baseline: _Fn, timer: Timer[_Fn],
-                 config: TimingConfig, *, hooks: Any = None,
+                 *, config: TimingConfig, hooks: Any = None,
                  progress: Optional[Callable[[str, str], None]] = None,
                  clock: Callable[[], float] = _MONOTONIC,
                  enough: Optional[Callable[[dict[str, "_Side"]], Optional[str]]] = None) -> PairTiming:
@@ -299,7 +299,7 @@ def measure_pair(kernel: _Fn, baseline: _Fn, timer: Timer[_Fn],
                 del out
         r += 1
         say("timing", f"round {r} ({acc['kernel'].taken + acc['baseline'].taken} samples)")
-        reason = _stop_reason(acc, config, clock() - t1, enough)
+        reason = _stop_reason(acc, config, clock() - t1, enough=enough)
 
     cpb = {side: timer.calls_per_block.get(side, 1) for side in SIDES}
     k, b = acc["kernel"].freeze(cpb["kernel"]), acc["baseline"].freeze(cpb["baseline"])

@@ -10,11 +10,13 @@ from __future__ import annotations
 from itertools import zip_longest
 from typing import Any, Sequence
 
+from claimbench.orchestrator.job import Correctness
 
-def merge_correctness(per_rank: list[dict], device: str, dtype: str, rejections: Sequence[str] = ()) -> dict:
+
+def merge_correctness(per_rank: Sequence[Correctness], device: str, dtype: str, *, rejections: Sequence[str] = ()) -> Correctness:
     """One correctness block from every rank's: a trial passes only if it passed on all ranks."""
     trials = []
-    for rows in zip_longest(*[c.get("trials", []) for c in per_rank]):
+    for rows in zip_longest(*[c.trials for c in per_rank]):
         ok = [r is not None and r.get("passed") for r in rows]
         first = next((k for k, r in enumerate(rows) if r is not None), 0)
         row = {k: v for k, v in rows[first].items() if k in ("seed", "params", "dtype", "property")}
@@ -28,13 +30,13 @@ def merge_correctness(per_rank: list[dict], device: str, dtype: str, rejections:
                    ranks=[{"rank": k, "seed": r.get("seed") if r else None, "passed": bool(ok[k]),
                            "reason": (r or {}).get("reason", "did not run")} for k, r in enumerate(rows)])
         trials.append(row)
-    passed: Any = None if rejections else all(c.get("passed") is True for c in per_rank)
+    passed = None if rejections else all(c.passed is True for c in per_rank)
     if passed:
         reason = f"{len(trials)} checks passed on each of {len(per_rank)} ranks ({device}, {dtype})"
     else:
-        k = next((k for k, c in enumerate(per_rank) if c.get("passed") is not True), 0)
-        reason = f"rank {k}: {per_rank[k].get('reason', '')}"
-    return {"passed": passed, "reason": reason, "trials": trials}
+        k = next((k for k, c in enumerate(per_rank) if c.passed is not True), 0)
+        reason = f"rank {k}: {per_rank[k].reason}"
+    return Correctness(passed=passed, reason=reason, trials=tuple(trials))
 
 
 def tagged(lists: list[list[str]]) -> list[str]:
@@ -47,7 +49,7 @@ def tagged(lists: list[list[str]]) -> list[str]:
     return [x if len(ks) == n else f"rank {','.join(map(str, ks))}: {x}" for x, ks in seen.items()]
 
 
-def topology(world: int, nodes: int, backend: str, gpu_uuids: list[str], nccl_version: str | None) -> dict:
+def topology(world: int, nodes: int, backend: str, *, gpu_uuids: list[str], nccl_version: str | None) -> dict:
     """The record's topology: interconnect "network" across nodes, else NVLink or PCIe as NVML reports it
     ("unknown" without NVML), and "none" when no GPU took part."""
     topo: dict[str, Any] = {"world_size": world, "nodes": nodes, "backend": backend, "nccl_version": nccl_version,

@@ -14,10 +14,11 @@ import json
 import os
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from claimbench.orchestrator.coordinate import Ranks
-from claimbench.orchestrator.job import ClaimRun, job_from_dict
+from claimbench.orchestrator.job import ClaimRun, Correctness, TimedChecks, job_from_dict
 from claimbench.orchestrator.orchestrate import orchestrate
 from claimbench.orchestrator.processes import ForkServer
 from claimbench.orchestrator.ranked import merge_correctness, tagged, topology
@@ -44,7 +45,7 @@ def main(argv: list[str]) -> int:
         group = {"local_rank": local, "master_addr": os.environ["MASTER_ADDR"], "master_port": int(os.environ["MASTER_PORT"]),
                  "prefix": f"claimbench/{spec['run_id']}"}
         sandbox = choose(spec["sandbox"], cuda=job.device == "cuda", network=True)
-        server = ForkServer(job.root, server_env(job.threads, job.env), sandbox, out / f"rank{rank}-server.log")
+        server = ForkServer(job.root, server_env(job.threads, job.env), sandbox=sandbox, log_path=out / f"rank{rank}-server.log")
         try:
             run = orchestrate(job, server, lambda msg: _write(status, {"phase": msg[:200]}), coord=coord, group=group)
         finally:
@@ -54,8 +55,8 @@ def main(argv: list[str]) -> int:
             os._exit(1)  # the launcher ends the others; the parent reads every rank's status
         runs = coord.gather(run.to_dict())
         if rank == 0:
-            merged = merge(runs, job, int(spec.get("nodes", 1)), sandbox.kind)
-            _write(out / "result.json", merged)
+            merged = merge(runs, job, int(spec.get("nodes", 1)))
+            _write(out / "result.json", merged.to_dict())
         coord.close()
     except BaseException as e:  # report, never raise: the parent turns it into `error`
         first = (str(e).strip().splitlines() or [""])[0]
@@ -68,27 +69,25 @@ def main(argv: list[str]) -> int:
     os._exit(0)
 
 
-def merge(runs: list[dict], job, nodes: int, sandbox: str) -> dict:
+def merge(runs: list[dict], job, nodes: int) -> ClaimRun:
     """Rank 0's view of the claim: its own timing (every sample already the max over ranks), every
-    rank's correctness, rejections and timed checks."""
-    first = dict(runs[0])
-    corrs = [r.get("correctness") or {"passed": None, "reason": "", "trials": []} for r in runs]
-    rejections = tagged([list(r.get("rejections") or []) for r in runs])
-    first["rejections"] = rejections
-    first["correctness"] = merge_correctness(corrs, job.device, job.dtype, rejections)
-    checks = [r["timed_checks"] for r in runs if r.get("timed_checks")]
-    if checks:
-        first["timed_checks"] = {"checked": sum(c["checked"] for c in checks), "failed": sum(c["failed"] for c in checks),
-                                 "perturbed": sum(c.get("perturbed", 0) for c in checks), "ranks": checks}
+    rank's correctness, rejections and timed checks. ``runs`` are the ranks' `ClaimRun.to_dict()`s,
+    as the orchestrators' group gathered them."""
+    mine = [ClaimRun.from_dict(r) for r in runs]
+    rejections = tagged([list(r.rejections) for r in mine])
+    corr = merge_correctness([r.correctness or Correctness() for r in mine], job.device, job.dtype, rejections=rejections)
+    checks = [r.timed_checks for r in mine if r.timed_checks]
+    summed = TimedChecks(checked=sum(c.checked for c in checks), failed=sum(c.failed for c in checks),
+                         perturbed=sum(c.perturbed for c in checks), ranks=tuple(checks)) if checks else None
     nccl = None
     if job.device == "cuda":
         import torch
         v = torch.cuda.nccl.version()
         nccl = ".".join(map(str, v)) if isinstance(v, tuple) else str(v)
     uuids = [str(g.get("uuid") or "") for g in (job.hardware.get("gpus") or [])][:len(runs)] if job.device == "cuda" else []
-    first["topology"] = topology(len(runs), nodes, "nccl" if job.device == "cuda" else "gloo", uuids, nccl)
-    first["sandbox"] = sandbox
-    return ClaimRun.from_dict(first).to_dict()
+    return replace(mine[0], rejections=tuple(rejections), correctness=corr,
+                   timed_checks=summed,
+                   topology=topology(len(runs), nodes, "nccl" if job.device == "cuda" else "gloo", gpu_uuids=uuids, nccl_version=nccl))
 
 
 def _write(path: Path, data: dict) -> None:

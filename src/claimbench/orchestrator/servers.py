@@ -90,7 +90,7 @@ class Servers:
             server.close()
             server = None
         if server is None:
-            server = ForkServer(self.root, server_env(self.opts.threads, side_env), sandbox, self.log_dir / "fork-server.log")
+            server = ForkServer(self.root, server_env(self.opts.threads, side_env), sandbox=sandbox, log_path=self.log_dir / "fork-server.log")
             self.running[key] = server
         return server
 

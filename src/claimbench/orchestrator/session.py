@@ -78,7 +78,7 @@ class ClaimSession:
             raise ClaimEnded("timeout", "the claim's time limit ran out")
         return left
 
-    def exchange(self, role: str, msg: m.Message, expect: type, fds: tuple[int, ...] = ()):
+    def exchange(self, role: str, msg: m.Message, *, expect: type, fds: tuple[int, ...] = ()):
         """One request to ``role`` and its ``expect`` reply as (reply, fds), the side thawed only meanwhile;
         a Failed reply ends the claim with the side's verdict."""
         side = self.sides[role]
@@ -110,7 +110,7 @@ class ClaimSession:
     def make_inputs(self, seed: int, params: dict) -> InputSet:
         """A new input set from the task side's `workload.inputs`; we keep private copies of its bytes, and
         the task side keeps the set itself until `drop`."""
-        reply, fds = self.exchange("task", m.MakeInputs(seed=seed, params=params), m.Inputs)
+        reply, fds = self.exchange("task", m.MakeInputs(seed=seed, params=params), expect=m.Inputs)
         try:
             raw = [map_readonly(fds[it.fd], it.nbytes) if isinstance(it, m.TensorItem) else None for it in reply.items]
         finally:
@@ -121,7 +121,7 @@ class ClaimSession:
     def reference(self, inputs: InputSet, edits: Sequence[m.Edit] = ()) -> list[np.ndarray]:
         """The task side's float64 reference for ``inputs`` with ``edits`` applied in order (a timed sample's
         perturbations); anything but float64 tensors ends the claim as an error."""
-        reply, fds = self.exchange("task", m.Reference(set_id=inputs.set_id, edits=list(edits)), m.Arrays)
+        reply, fds = self.exchange("task", m.Reference(set_id=inputs.set_id, edits=list(edits)), expect=m.Arrays)
         try:
             out = []
             for it in reply.items:
@@ -135,7 +135,7 @@ class ClaimSession:
 
     def drop(self, inputs: InputSet) -> None:
         """Lets the task side forget an input set; our copies in ``inputs`` stay usable."""
-        self.exchange("task", m.Drop(set_id=inputs.set_id), m.Done)
+        self.exchange("task", m.Drop(set_id=inputs.set_id), expect=m.Done)
 
     # -- the calling sides -------------------------------------------------------------------
     def give(self, role: str, inputs: InputSet) -> OwnedOperands:
@@ -156,7 +156,7 @@ class ClaimSession:
                 items.append(it)
         ops = OwnedOperands(buffers, items)
         fds = tuple(b.fd for b in buffers if b is not None)
-        reply, _ = self.exchange(role, m.Operands(items=items), m.Prepared, fds=fds)
+        reply, _ = self.exchange(role, m.Operands(items=items), expect=m.Prepared, fds=fds)
         ops.prepared = list(reply.operands)
         self.operands[role] = ops
         if old is not None:
@@ -166,14 +166,14 @@ class ClaimSession:
     def call(self, role: str, msg: m.Call) -> m.Called:
         """One call of ``role`` on the operands it was given, as ``msg`` asks; its outputs stay alive on the
         side until `release` or the next call."""
-        reply, _ = self.exchange(role, msg, m.Called)
+        reply, _ = self.exchange(role, msg, expect=m.Called)
         return reply
 
     def outputs(self, role: str, called: m.Called) -> list[np.ndarray]:
         """The numbers of a call's outputs: read directly (CPU) or from the side's staged copies."""
         bufs = called.outputs
         if any(b.device != "cpu" for b in bufs):
-            bufs = self.exchange(role, m.Emit(), m.Outputs)[0].outputs
+            bufs = self.exchange(role, m.Emit(), expect=m.Outputs)[0].outputs
         return [self.read(role, self.placed(role, i, b)) for i, b in enumerate(bufs)]
 
     def output_raw(self, role: str, i: int, buf: m.Buffer) -> np.ndarray:
@@ -204,11 +204,11 @@ class ClaimSession:
 
     def release(self, role: str) -> None:
         """Has ``role`` poison and free its last outputs, so memory handed out again holds no answer."""
-        self.exchange(role, m.Release(), m.Done)
+        self.exchange(role, m.Release(), expect=m.Done)
 
     def probe(self, role: str) -> m.Probed:
         """What ``role`` says of itself now (thread settings, active torch modes, autotune picks): evidence only."""
-        return self.exchange(role, m.Probe(), m.Probed)[0]
+        return self.exchange(role, m.Probe(), expect=m.Probed)[0]
 
     def members(self) -> dict[str, list[int]]:
         """Each role's processes now, its process group and descendants, as /proc shows them."""

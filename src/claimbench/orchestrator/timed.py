@@ -235,8 +235,7 @@ class Rechecks:
     """measure_pair's hooks: new inputs each round, one changed element before each kernel sample,
     every kernel output of the round read, one drawn afterwards and checked, a census per round."""
 
-    def __init__(self, s: ClaimSession, claim, params: dict, seed: int, timer: RemoteTimer, *,
-                 calls_per_round: int, device: str, coord=None) -> None:
+    def __init__(self, s: ClaimSession, claim, *, params: dict, seed: int, timer: RemoteTimer, calls_per_round: int, device: str, coord=None) -> None:
         self.coord = coord if coord is not None else Solo()
         self.s, self.claim, self.params, self.seed, self.timer = s, claim, params, seed, timer
         self.calls_per_round, self.device = calls_per_round, device
@@ -335,7 +334,7 @@ class Rechecks:
         if side == "kernel" and self.inputs is not None:
             self._perturb()
         if side in self.stale:  # its `prepare` must see the inputs as they are now (untimed)
-            self.s.exchange(side, m.Refill(edits=self.take_edits(side) if self.device != "cpu" else []), m.Done)
+            self.s.exchange(side, m.Refill(edits=self.take_edits(side) if self.device != "cpu" else []), expect=m.Done)
             self.stale.discard(side)
 
     def _perturb(self) -> None:
@@ -345,7 +344,7 @@ class Rechecks:
             kbuf = self.s.operands["kernel"].buffers[i]
             if not isinstance(it, m.TensorItem) or it.dtype not in codec.FLOATING or kbuf is None or not kbuf.nbytes:
                 continue
-            edit = perturbation.plan_edit(i, it, kbuf.view, self.rng)  # drawn now: after the last call returned
+            edit = perturbation.plan_edit(i, it, kbuf.view, rng=self.rng)  # drawn now: after the last call returned
             size = codec.itemsize(it.dtype)
             if self.device == "cpu":  # our own pages: the side takes no part
                 for role in ("kernel", "baseline"):
@@ -373,7 +372,7 @@ class Rechecks:
                 raws = [self.s.output_raw("kernel", i, b) for i, b in enumerate(out.outputs)]
                 self.candidates.append((raws, list(self.edits), list(out.outputs)))
             elif self.coord.broadcast(self.rng.random() < 1.0 / max(1, self.calls_per_round)):
-                staged = self.s.exchange("kernel", m.Emit(), m.Outputs)[0].outputs
+                staged = self.s.exchange("kernel", m.Emit(), expect=m.Outputs)[0].outputs
                 raws = [self.s.output_raw("kernel", i, b) for i, b in enumerate(staged)]
                 self.candidates.append((raws, list(self.edits), list(staged)))
         self.s.release(side)
@@ -389,7 +388,7 @@ class Rechecks:
         raws, edits, bufs = self.candidates[min(pick, len(self.candidates) - 1)]
         self.candidates = []
         ref = self.s.reference(self.inputs, edits)
-        outs = [codec.from_bytes(raw, b.dtype, b.shape, b.strides) for raw, b in zip(raws, bufs)]
+        outs = [codec.from_bytes(raw, b.dtype, b.shape, strides=b.strides) for raw, b in zip(raws, bufs)]
         self.checked += 1
         if len(outs) != len(ref):
             self.failures.append(f"{len(outs)} outputs, the reference has {len(ref)}")

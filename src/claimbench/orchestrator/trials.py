@@ -14,6 +14,7 @@ from typing import Any, Callable, Optional
 import numpy as np
 
 from claimbench.orchestrator import messages as m
+from claimbench.orchestrator.job import Correctness
 from claimbench.orchestrator.ranked import tagged
 from claimbench.orchestrator.session import ClaimEnded, ClaimSession, InputSet
 from claimbench.orchestrator.unread import overcount, unread_inputs
@@ -27,7 +28,7 @@ def shapes(claim, measured: bool) -> list[dict]:
     return ([base] if measured else []) + checks or [base]
 
 
-def seed_check(s: ClaimSession, claim, seeds: list[int], measured: bool, coord=None) -> list[str]:
+def seed_check(s: ClaimSession, claim, seeds: list[int], *, measured: bool, coord=None) -> list[str]:
     """Rejects a claim whose `make_inputs` gives identical inputs for two seeds: a kernel could replay them.
     With several ranks every rank returns every rank's findings."""
     params = shapes(claim, measured)[0]
@@ -41,8 +42,8 @@ def seed_check(s: ClaimSession, claim, seeds: list[int], measured: bool, coord=N
 
 
 def run_trials(s: ClaimSession, claim, *, device: str, dtype: str, seeds: list[int], measured: bool,
-               say: Callable[[str], None], coord=None) -> tuple[dict, list[str]]:
-    """(the correctness result as data, rejections). Stops at the first trial with a rejection;
+               say: Callable[[str], None], coord=None) -> tuple[Correctness, list[str]]:
+    """(the correctness result, rejections). Stops at the first trial with a rejection;
     with several ranks, every rank decides that from every rank's findings, so all stop together."""
     plan = shapes(claim, measured)
     steps = [(plan[0], seed, f"trial {i + 1}/{len(seeds)}") for i, seed in enumerate(seeds)]
@@ -56,7 +57,7 @@ def run_trials(s: ClaimSession, claim, *, device: str, dtype: str, seeds: list[i
     probe_at = (len(seeds) if measured and len(plan) > 1 else 0) if coord is None or coord.world == 1 else -1
     for k, (params, seed, label) in enumerate(steps):
         say(f"correctness: {label}")
-        row, rej = _trial(s, claim, device, dtype, params, seed, first=k == 0, probe=k == probe_at)
+        row, rej = _trial(s, claim, device, dtype=dtype, params=params, seed=seed, first=k == 0, probe=k == probe_at)
         if coord is not None and coord.world > 1:
             rej = tagged([r for _, r in coord.gather((None, rej))])
         trials.append(row)
@@ -65,15 +66,15 @@ def run_trials(s: ClaimSession, claim, *, device: str, dtype: str, seeds: list[i
             break
     if "batch-invariant" in claim.correctness.properties and not rejections:
         say("correctness: batch invariance")
-        trials.append(_batch_invariance(s, plan[0], seeds[0], dtype))
+        trials.append(_batch_invariance(s, plan[0], seeds[0], dtype=dtype))
     failed = [t for t in trials if not t["passed"]]
     reason = "" if not failed else f"trial {trials.index(failed[0]) + 1} {failed[0]['params']}: {failed[0]['reason']}"
     passed = not failed and not rejections
     note = f"{len(trials)} checks passed ({device}, {dtype})" if passed else reason
-    return {"passed": passed if not rejections else None, "reason": note, "trials": trials}, rejections
+    return Correctness(passed=passed if not rejections else None, reason=note, trials=tuple(trials)), rejections
 
 
-def _trial(s: ClaimSession, claim, device: str, dtype: str, params: dict, seed: int, *, first: bool,
+def _trial(s: ClaimSession, claim, device: str, *, dtype: str, params: dict, seed: int, first: bool,
            probe: bool = False) -> tuple[dict, list[str]]:
     corr, rej = claim.correctness, []
     inputs = s.make_inputs(seed, params)
@@ -111,15 +112,15 @@ def _trial(s: ClaimSession, claim, device: str, dtype: str, params: dict, seed: 
     s.release("baseline")
     ref = s.reference(inputs)
     _reference_is_finite(ref, bouts)
-    row.update(_compare_all(outs, ref, corr, out_dtypes, expect))
+    row.update(_compare_all(outs, ref, corr, dtypes=out_dtypes, expect=expect))
     if probe and claim.workload.bytes and row["passed"]:
-        unread = unread_inputs(s, inputs, ref, random.SystemRandom())
+        unread = unread_inputs(s, inputs, ref, rng=random.SystemRandom())
         row["unread_inputs"] = unread
-        if (why := overcount(claim, params, inputs, unread, out_dtypes, ref)) is not None:
+        if (why := overcount(claim, params, inputs, unread=unread, out_dtypes=out_dtypes, ref=ref)) is not None:
             rej.append(why)
-    if kprep and _prepared_answer(after or [], inputs, ref, corr):
+    if kprep and _prepared_answer(after or [], inputs, ref, corr=corr):
         rej.append("the kernel's operands already hold the answer: `prepare` must not compute it")
-    base = _compare_all(bouts, ref, corr, expect, None)
+    base = _compare_all(bouts, ref, corr, dtypes=expect, expect=None)
     row["baseline_rel_l2"] = [o.get("rel_l2") for o in base["outputs"]]
     if not base["passed"]:
         shape = "shape" in base["reason"] or "outputs, the reference has" in base["reason"]
@@ -148,7 +149,7 @@ def _precision_for_nulls(claim_dtype: str, run_dtype: str, out_dtypes: list[str]
 
 
 def _operand_bytes(s: ClaimSession, role: str) -> list[Optional[np.ndarray]]:
-    shown = s.exchange(role, m.ShowOperands(), m.Prepared)[0]
+    shown = s.exchange(role, m.ShowOperands(), expect=m.Prepared)[0]
     return [s.read_raw(role, b) if b is not None else None for b in shown.operands]
 
 
@@ -178,7 +179,7 @@ def _reference_is_finite(ref: list[np.ndarray], bouts: list[np.ndarray]) -> None
                              "baseline's output is finite; a reference must be finite there")
 
 
-def _compare_all(outs, refs, corr, dtypes, expect) -> dict:
+def _compare_all(outs, refs, corr, *, dtypes, expect) -> dict:
     if len(outs) != len(refs):
         return {"passed": False, "reason": f"{len(outs)} outputs, the reference has {len(refs)}", "outputs": []}
     rows = [accuracy.compare(o, r, corr, out_dtype=dtypes[i], expect_dtype=None if expect is None else expect[i])
@@ -187,7 +188,7 @@ def _compare_all(outs, refs, corr, dtypes, expect) -> dict:
     return {"passed": not bad, "reason": "; ".join(bad), "outputs": rows}
 
 
-def _prepared_answer(prepared: list, inputs: InputSet, ref: list[np.ndarray], corr) -> bool:
+def _prepared_answer(prepared: list, inputs: InputSet, ref: list[np.ndarray], *, corr) -> bool:
     """True when an operand `prepare` made matches a reference output that is not simply an input."""
     decoded_inputs = [codec.from_bytes(raw, it.dtype, it.shape) for it, raw in zip(inputs.items, inputs.raw)
                       if raw is not None]
@@ -206,7 +207,7 @@ def _prepared_answer(prepared: list, inputs: InputSet, ref: list[np.ndarray], co
     return False
 
 
-def _batch_invariance(s: ClaimSession, params: dict, seed: int, dtype: str) -> dict:
+def _batch_invariance(s: ClaimSession, params: dict, seed: int, *, dtype: str) -> dict:
     """Each row alone, in the full batch, and at another position: bitwise the same."""
     inputs = s.make_inputs(seed, params)
     s.give("kernel", inputs)

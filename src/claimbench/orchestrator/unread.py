@@ -38,20 +38,20 @@ from claimbench.verify import codec
 FINITE_MAX = {"float16": 6.0e4, "float8_e4m3fn": 440.0, "float8_e5m2": 5.0e4}  # below each format's largest
 
 
-def unread_inputs(s: ClaimSession, inputs: InputSet, ref: list[np.ndarray], rng: random.Random) -> list[int]:
+def unread_inputs(s: ClaimSession, inputs: InputSet, ref: list[np.ndarray], *, rng: random.Random) -> list[int]:
     """Positions of the floating-point inputs whose changes never changed a reference output."""
     out = []
     for i, (it, raw) in enumerate(zip(inputs.items, inputs.raw)):
         if not isinstance(it, m.TensorItem) or it.dtype not in codec.FLOATING or raw is None or not raw.size:
             continue
-        if not any(_changes(s, inputs, ref, edit) for edit in _probes(i, it, raw, rng)):
+        if not any(_changes(s, inputs, ref, edit=edit) for edit in _probes(i, it, raw, rng=rng)):
             out.append(i)
     return out
 
 
-def _probes(i: int, it: m.TensorItem, raw: np.ndarray, rng: random.Random):
+def _probes(i: int, it: m.TensorItem, raw: np.ndarray, *, rng: random.Random):
     """The perturbation's own edit, then the same elements set to +big and to -big."""
-    yield perturb.plan_edit(i, it, raw, rng)
+    yield perturb.plan_edit(i, it, raw, rng=rng)
     idx = perturb.spread(it.shape, rng)
     values = codec.from_bytes(raw.tobytes(), it.dtype, [raw.size // codec.itemsize(it.dtype)])
     finite = np.abs(values[np.isfinite(values)])
@@ -61,7 +61,7 @@ def _probes(i: int, it: m.TensorItem, raw: np.ndarray, rng: random.Random):
         yield m.Edit(operand=i, indices=idx.astype("<i8").tobytes().hex(), raw=data.hex())
 
 
-def _changes(s: ClaimSession, inputs: InputSet, ref: list[np.ndarray], edit: m.Edit) -> bool:
+def _changes(s: ClaimSession, inputs: InputSet, ref: list[np.ndarray], *, edit: m.Edit) -> bool:
     try:
         again = s.reference(inputs, [edit])
     except ClaimEnded:  # the reference failed on the probe's values: it read them
@@ -69,7 +69,7 @@ def _changes(s: ClaimSession, inputs: InputSet, ref: list[np.ndarray], edit: m.E
     return len(again) != len(ref) or any(a.shape != r.shape or a.tobytes() != r.tobytes() for a, r in zip(again, ref))
 
 
-def overcount(claim, params: dict, inputs: InputSet, unread: list[int], out_dtypes: list[str],
+def overcount(claim, params: dict, inputs: InputSet, *, unread: list[int], out_dtypes: list[str],
               ref: list[np.ndarray]) -> Optional[str]:
     """Why the claim's declared bytes exceed what its work must move at ``params``; None when not."""
     if not claim.workload.bytes:

@@ -59,27 +59,27 @@ def audit_records(results: Path, *, workers: int = 2, cache: bool = True, side: 
                 todo.append((i, rel, full))
                 continue
             e, st = hit
-            out[i] = (auditcache.summary_of(e, rel, st.st_size, st.st_mtime_ns), e.problems)
+            out[i] = (auditcache.summary_of(e, rel, st.st_size, mtime_ns=st.st_mtime_ns), e.problems)
             lines[e.sha256] = e.line
     items = [(rel, full) for _, rel, full in todo]
     slots = iter([i for i, _, _ in todo])
     side_out: list = []
     with paused_gc():  # the workers' rows are unpickled here: 100,000 summaries, no cycle among them
         for rows in check_record_files(items, workers, frozenset(cached.by_sha), side=side, side_out=side_out):
-            _collect(rows, cached.by_sha, out, slots, lines)
+            _collect(rows, cached.by_sha, out, slots=slots, lines=lines)
     side_result = side_out[0] if side_out else None
     if cache and (todo or lines.keys() != cached.by_sha.keys()):
         auditcache.save(cfile, list(lines.values()))
     return out, side_result
 
 
-def _collect(rows, by_sha: dict, out: list, slots, lines: dict) -> None:
+def _collect(rows, by_sha: dict, out: list, *, slots, lines: dict) -> None:
     """Summaries and problems into their slots of ``out``; every record's cache line into ``lines``."""
     with paused_gc():
         for rel, size, mtime, sha, s, probs, line, key in rows:
             if s is None:  # known by its sha256: moved, copied, or touched since
                 e = by_sha[sha]
-                s, probs, lines[sha] = auditcache.summary_of(e, rel, size, mtime), e.problems, auditcache.relined(e, rel, key)
+                s, probs, lines[sha] = auditcache.summary_of(e, rel, size, mtime_ns=mtime), e.problems, auditcache.relined(e, rel, key)
             elif sha and line:
                 lines[sha] = line
             out[next(slots)] = (s, probs)
@@ -107,7 +107,8 @@ def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty:
                                     side=partial(_check_claim_files, root, list_path))
     tracked = changed_tracked_records(root, results_dir)
     with paused_gc():  # a million live objects from the records: every collection would walk them all
-        problems = _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache, known,
+        problems = _audit_list(root, list_path, results_dir, checked=checked, allow_dirty=allow_dirty,
+                               max_per_entry=max_per_entry, cache=cache, known=known,
                                now=now, strays=strays, tracked=tracked)
     at = shown_path(results_dir, root)
     problems += [Problem(f"{at}/{path}", 1, "cache", carried_why(f"{at}/{path}")) for path in carried]
@@ -136,8 +137,8 @@ def _check_claim_files(root: Path, list_path: Path) -> Optional[dict]:
     return {"text": text, "checks": gate_files(files, root, listing), "hashes": hashes.memo}
 
 
-def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entry, cache,
-                known=None, *, now=None, strays=(), tracked=None) -> list[Problem]:
+def _audit_list(root, list_path, results_dir, *, checked, allow_dirty, max_per_entry, cache,
+                known=None, now=None, strays=(), tracked=None) -> list[Problem]:
     from claimbench.report.publish import build_plan, shown_path
 
     shown_results = shown_path(results_dir, root)
@@ -147,7 +148,7 @@ def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entr
 
     def plan_for(text: str):
         same_list = known is not None and known["text"] == text
-        return build_plan(root, list_path, results_dir, text, summaries, allow_dirty=allow_dirty,
+        return build_plan(root, list_path, results_dir, text=text, summaries=summaries, allow_dirty=allow_dirty,
                           max_per_entry=max_per_entry, cache=cache, known_checks=known["checks"] if same_list else None,
                           known_hashes=known["hashes"] if known is not None else None,
                           verify=lambda ss: {s.path: (s, intrinsic.get(s.path) or []) for s in ss},
@@ -165,7 +166,7 @@ def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entr
         list_problems.append(Problem(shown_list, 1, "list", f"cannot read the list: {str(e).removeprefix(f'{list_path}')}"))
     if plan is None:  # the records are judged all the same, against a list with no entries
         plan = plan_for("")
-    problems = _record_problems(shown_results, intrinsic, plan, strays, tracked or {})
+    problems = _record_problems(shown_results, intrinsic, plan, strays=strays, tracked=tracked or {})
     if listing is None:
         return problems + list_problems
     problems += list(plan.problems)
@@ -174,11 +175,12 @@ def _audit_list(root, list_path, results_dir, checked, allow_dirty, max_per_entr
         key, want = plan.expected[entry.line]
         have = read_region(entry)
         if have != ((key, want) if want is not None else None):
-            problems += _diagnose(shown_list, entry, have, want, plan, by_path, list_path, results_dir)
+            problems += _diagnose(shown_list, entry, have, want=want, plan=plan, by_path=by_path,
+                                  list_path=list_path, results_dir=results_dir)
     return problems
 
 
-def _record_problems(at: str, intrinsic: dict, plan, strays, tracked: dict) -> list[Problem]:
+def _record_problems(at: str, intrinsic: dict, plan, *, strays, tracked: dict) -> list[Problem]:
     """Each record's problems (its own, then the judgement's), strays and deleted committed records."""
     refused: dict[str, list] = {}
     for path, key, msg in plan.refused:
@@ -197,7 +199,7 @@ def _record_problems(at: str, intrinsic: dict, plan, strays, tracked: dict) -> l
     return out
 
 
-def _diagnose(shown, entry: Entry, have, want, plan, by_path, list_path, results_dir) -> list[Problem]:
+def _diagnose(shown, entry: Entry, have, *, want, plan, by_path, list_path, results_dir) -> list[Problem]:
     """Say what is wrong with one entry's region, most specific reason first."""
     def p(msg: str) -> Problem:
         return Problem(shown, entry.line, entry.key, msg)

@@ -116,7 +116,7 @@ def ingest(root: Path, sources: Iterable[Path], results: Path, *, dry_run: bool 
         elif cand.rec.verdict == "skipped" and not skipped:
             report.left.append(str(cand.source))
         else:
-            _place(cand, results, report, dry_run)
+            _place(cand, results, report, dry_run=dry_run)
     report.refused.sort(key=lambda p: p.path)
     return report
 
@@ -235,7 +235,7 @@ def _require_git(root: Path) -> None:
         raise UsageError(f"{root}: not a git repository; ingest checks each record against the commit it names")
 
 
-def _place(c: _Candidate, results: Path, report: IngestReport, dry_run: bool) -> None:
+def _place(c: _Candidate, results: Path, report: IngestReport, *, dry_run: bool) -> None:
     dest = results / "records" / c.rec.claim_id / c.source.name
     pair = (str(c.source), str(dest))
     if dest.exists():

@@ -141,7 +141,7 @@ def plan(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = 
     index = read_index(results_dir, use_index=not carried, repair=not carried)
     if text is None:
         text = read_text(list_path, what="list")
-    p = build_plan(root, list_path, results_dir, text, index.summaries, allow_dirty=allow_dirty,
+    p = build_plan(root, list_path, results_dir, text=text, summaries=index.summaries, allow_dirty=allow_dirty,
                    max_per_entry=max_per_entry, verify=Verifier(results_dir, cache=not carried), now=now,
                    strays=index.strays, tracked=changed_tracked_records(root, results_dir), cache=not carried)
     return replace(p, carried=carried)
@@ -153,8 +153,8 @@ def carried_why(shown: str) -> str:
             f"(a committed one could vouch for a forged record); untrack it with `git rm -r --cached {shown}`")
 
 
-def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,
-               summaries: Sequence[Summary], *, allow_dirty: bool = False,
+def build_plan(root: Path, list_path: Path, results_dir: Path, *, text: str,
+               summaries: Sequence[Summary], allow_dirty: bool = False,
                max_per_entry: int = 3, cache: bool = True, known_checks: Optional[dict] = None,
                known_hashes: Optional[dict] = None, verify: Optional[Callable] = None, now: Optional[str] = None,
                strays: Sequence = (), tracked: Optional[dict] = None) -> PublishPlan:
@@ -177,10 +177,11 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, text: str,
               shown_on=_entry_line(listing, checked), cap=max_per_entry, commits=CommitFiles(root, memo=results_dir / ".cache" / MEMO_NAME if cache else None))
     at = shown_path(results_dir, root)
     removed = [Removal(g[0], g[1], s.path, why, g[2]) for g, s, why in superseded(j, at)]
-    numbers, problems = _attach(root, list_path, results_dir, listing, j.winners(), removed, j.why_not, checked)
+    numbers, problems = _attach(root, list_path, results_dir, listing=listing, winners=j.winners(), removed=removed,
+                                why_not=j.why_not, checked=checked)
     refused = tuple((path, key, msg) for path in sorted(j.refused) for key, msg in j.refused[path])
-    return _finish(list_path, text, listing, numbers, removed, summaries, problems, j, max_per_entry,
-                   at, refused, tuple(strays), results_dir)
+    return _finish(list_path, text, listing, numbers=numbers, removed=removed, summaries=summaries, problems=problems,
+                   j=j, cap=max_per_entry, at=at, refused=refused, strays=tuple(strays), results_dir=results_dir)
 
 
 def _facts(checked: dict, results_dir: Path) -> Callable[[str], Optional[ClaimFacts]]:
@@ -220,7 +221,7 @@ def _entry_line(listing: Listing, checked: dict) -> Callable[[Summary], Optional
     return line
 
 
-def _attach(root, list_path, results_dir, listing: Listing, winners, removed, why_not, checked):
+def _attach(root, list_path, results_dir, *, listing: Listing, winners, removed, why_not, checked):
     """Tie each winning record to its entry through its claim, which must still pass check."""
     numbers = []
     problems: list[Problem] = []
@@ -240,14 +241,14 @@ def _attach(root, list_path, results_dir, listing: Listing, winners, removed, wh
         entry = entries[s.claim_path]
         dirty = is_dirty(s)
         link = s.path if prefix == "." else f"{prefix}/{s.path}"
-        value = format_number(s.metric, float(s.published_value), s.ci_low, s.ci_high, s.floor_term,
-                              markdown(r.claim.baseline.name))
+        value = format_number(s.metric, float(s.published_value), s.ci_low, ci_high=s.ci_high, floor_term=s.floor_term,
+                              baseline=markdown(r.claim.baseline.name))
         # a run whose sides were not confined (no bubblewrap) is still verified, but a reader should know
         # and a number no physics floor stood behind (no flops or bytes, or no ceiling) says so (issue 22)
         flags = (["dirty"] if dirty else []) + (["no sandbox"] if s.sandbox.startswith("none") else []) \
             + (["no floor"] if not s.floor_us else [])
-        parts = (format_number(s.metric, float(s.published_value), s.ci_low, s.ci_high, s.floor_term,
-                               plain(r.claim.baseline.name)), plain(r.claim.kernel.name), plain(s.machine),
+        parts = (format_number(s.metric, float(s.published_value), s.ci_low, ci_high=s.ci_high, floor_term=s.floor_term,
+                               baseline=plain(r.claim.baseline.name)), plain(r.claim.kernel.name), plain(s.machine),
                  dtype_short(plain(s.dtype)), link) + tuple(flags)
         text = " · ".join([value, markdown(r.claim.kernel.name), markdown(s.machine), markdown(dtype_short(s.dtype)),
                            f"[record]({link})"] + flags)
@@ -256,7 +257,7 @@ def _attach(root, list_path, results_dir, listing: Listing, winners, removed, wh
     return numbers, problems
 
 
-def _finish(list_path, text, listing, numbers, removed, summaries, problems, j: Judgement, cap,
+def _finish(list_path, text, listing, *, numbers, removed, summaries, problems, j: Judgement, cap,
             at, refused, strays, results_dir) -> PublishPlan:
     by_line: dict[int, list[Number]] = {}
     for n in numbers:
@@ -310,7 +311,7 @@ def publish(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool
              text=before.decode("utf-8"), now=now)
     if dry_run or not p.changed:
         return p
-    _replace_if_unchanged(list_path, p.new_text.encode("utf-8"), before, st)
+    _replace_if_unchanged(list_path, p.new_text.encode("utf-8"), before, st=st)
     return p
 
 
@@ -340,7 +341,7 @@ def clean_temps(list_path: Path, age_s: float = 600.0) -> list[Path]:
     return gone
 
 
-def _replace_if_unchanged(path: Path, data: bytes, before: bytes, st: os.stat_result) -> None:
+def _replace_if_unchanged(path: Path, data: bytes, before: bytes, *, st: os.stat_result) -> None:
     tmp = None
     try:
         fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)

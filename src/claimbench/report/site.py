@@ -109,21 +109,22 @@ def build_site(root: Path, out_dir: Path, *, list_path: Optional[Path] = None,
         return records[rel]
 
     claims = {cid: (r.claim if r is not None else None) for cid, r in checked.items()}
-    numbers = [number_view(n, by_path.get(n.record), record(n.record), claims.get(n.claim_id)) for n in p.numbers]
+    numbers = [number_view(n, by_path.get(n.record), record(n.record), claim=claims.get(n.claim_id)) for n in p.numbers]
     by_claim: dict[str, list[Summary]] = {}
     for s in summaries:
         by_claim.setdefault(s.claim_id, []).append(s)
     page = env.get_template("claim.html")
     for cid in sorted(c for c in set(checked) | set(by_claim) if SAFE_ID.fullmatch(c)):
         recs = sorted(by_claim.get(cid, []), key=lambda s: (s.created_utc, s.path), reverse=True)
-        view = claim_view(cid, checked.get(cid), recs, [n for n in numbers if n.claim_id == cid],
-                          [r for r in p.removed if r.claim_id == cid], record, links, out / "claims", results_dir)
+        view = claim_view(cid, checked.get(cid), recs, numbers=[n for n in numbers if n.claim_id == cid],
+                          removed=[r for r in p.removed if r.claim_id == cid], record=record, links=links,
+                          page_dir=out / "claims", results_dir=results_dir)
         (out / "claims" / f"{cid}.html").write_text(page.render(depth=1, title=f"Claim {cid}", **view), encoding="utf-8")
     measured = [s for s in summaries if s.ok and s.mode == "measured" and s.point is None]  # claims' own points
-    sections = roofline_sections(measured, record, out, claims)
+    sections = roofline_sections(measured, record, out, claims=claims)
     (out / "rooflines.html").write_text(env.get_template("rooflines.html").render(
         depth=0, title="Rooflines", sections=sections, any_measured=bool(measured)), encoding="utf-8")
-    _index(env, out, listing, text, numbers, checked, links)
+    _index(env, out, listing, text=text, numbers=numbers, checked=checked, links=links)
     (out / "style.css").write_bytes(resources.files("claimbench").joinpath("templates").joinpath("style.css").read_bytes())
     return out / "index.html"
 
@@ -149,7 +150,7 @@ def _own(out: Path, root: Path, results_dir: Path) -> None:
     (o / MARKER).write_text("written by claimbench site; a rebuild replaces what it wrote here\n", encoding="utf-8")
 
 
-def _index(env, out: Path, listing, text: str, numbers: list, checked: dict, links: Links) -> None:
+def _index(env, out: Path, listing, *, text: str, numbers: list, checked: dict, links: Links) -> None:
     nums: dict[int, list] = {}
     for n in numbers:
         nums.setdefault(n.entry_line, []).append(n)

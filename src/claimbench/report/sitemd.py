@@ -142,7 +142,7 @@ def blocks(text: str, heading_lines: dict[int, tuple[int, str]]) -> list[_Block]
 
 
 def render(text: str, heading_lines: dict[int, tuple[int, str]], extras: Callable[[int], Markup],
-           skip_first_heading: bool = True) -> tuple[list[Heading], Markup]:
+           *, skip_first_heading: bool = True) -> tuple[list[Heading], Markup]:
     """(headings kept, the body as HTML). `extras(line)` adds what an entry line shows after its text."""
     bs = blocks(text, heading_lines)
     if skip_first_heading and bs and bs[0].kind == "heading":

@@ -58,7 +58,7 @@ def save(fig, path: Path) -> None:
 
 
 def history(series: dict[str, list[tuple[datetime, float, float, float, bool]]], claimed: Optional[float],
-            metric: str, marks: Sequence[tuple[datetime, str, bool]] = ()):
+            metric: str, *, marks: Sequence[tuple[datetime, str, bool]] = ()):
     """Value over time per machine with its 95% CI; filled markers are verified runs. ``marks``:
     (when, label, better) of each commit where the number stepped (report/steps.py), drawn as a
     dotted line with its label, green when better, red when worse."""
@@ -117,7 +117,7 @@ def samples(panels: Sequence[tuple[str, Sequence[float], Optional[float], Sequen
     return fig
 
 
-def roofline(title: str, bandwidth_gbps: Optional[float], rates_tflops: dict[str, float], points: Sequence[Point]):
+def roofline(title: str, bandwidth_gbps: Optional[float], rates_tflops: dict[str, float], *, points: Sequence[Point]):
     """Measured ceilings and each claim's kernel (circle) and baseline (triangle); claim names in
     a column to the right, spaced so that no two overlap."""
     import matplotlib.pyplot as plt

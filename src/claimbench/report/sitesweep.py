@@ -41,7 +41,7 @@ class SweepSeries:
     ceiling: Optional[float]        # the matching measured ceiling, in the rate's unit
 
 
-def sweep_series(claim, recs: Sequence[Summary], record: Callable, machine: Callable[[dict], str]) -> list[SweepSeries]:
+def sweep_series(claim, recs: Sequence[Summary], record: Callable, *, machine: Callable[[dict], str]) -> list[SweepSeries]:
     """Per machine, the latest measured record of each sweep point (the claim's own point
     included). Empty when the claim sweeps nothing or no point was measured."""
     if claim is None or not claim.workload.sweep:
@@ -100,11 +100,11 @@ def save_sweep(claim, series: list[SweepSeries], path: Path) -> Optional[str]:
     from claimbench.report import siteplots
 
     (axis,) = claim.workload.sweep
-    siteplots.save(figure(axis, claim.claimed.metric, claim.claimed.value, rate_unit(claim), series), path)
+    siteplots.save(figure(axis, claim.claimed.metric, claim.claimed.value, unit=rate_unit(claim), series=series), path)
     return path.name
 
 
-def figure(axis: str, metric: str, claimed: float, unit: str, series: Sequence[SweepSeries]):
+def figure(axis: str, metric: str, claimed: float, *, unit: str, series: Sequence[SweepSeries]):
     """Left: achieved rate of kernel (circles) and baseline (triangles) per point, each machine's
     ceiling dashed; right: the claim's metric with its 95% interval, the claimed value dashed. The
     claim's own point is ringed in both."""

@@ -36,7 +36,7 @@ class NumberView:
     record: str  # relative to the results folder
 
 
-def interval(metric: str, value: Optional[float], lo: Optional[float], hi: Optional[float]) -> str:
+def interval(metric: str, value: Optional[float], lo: Optional[float], *, hi: Optional[float]) -> str:
     """The 95% CI in the units the value is shown in."""
     if lo is None or hi is None:
         return ""
@@ -60,7 +60,7 @@ def machine(hw: dict) -> str:
     return f"{model} ({used} cores)" if used else model
 
 
-def number_view(n, s: Optional[Summary], rec, claim) -> NumberView:
+def number_view(n, s: Optional[Summary], rec, *, claim) -> NumberView:
     metric = s.metric if s else ""
     shown = s.published_value if s and s.published_value is not None else (s.value if s else 0.0)
     assert shown is not None  # numbers are published from verified records, which have a value
@@ -68,7 +68,7 @@ def number_view(n, s: Optional[Summary], rec, claim) -> NumberView:
     return NumberView(
         n.claim_id, n.entry_key, n.entry_line,
         format_value(metric, value, s.floor_term if s else ""),
-        interval(metric, value, s.ci_low if s else None, s.ci_high if s else None),
+        interval(metric, value, s.ci_low if s else None, hi=s.ci_high if s else None),
         claim.kernel.name if claim else "", claim.baseline.name if claim and metric == "speedup" else "",
         machine(rec.hardware) if rec is not None else (s.hardware_name if s else n.hardware),
         dtype_short(s.dtype) if s else "", n.dirty, n.record)
@@ -78,7 +78,7 @@ def _when(s: Summary) -> datetime:
     return datetime.fromisoformat(s.created_utc.replace("Z", "+00:00"))
 
 
-def claim_view(cid: str, checked, recs: list[Summary], numbers: list[NumberView], removed: list,
+def claim_view(cid: str, checked, recs: list[Summary], *, numbers: list[NumberView], removed: list,
                record: Callable, links, page_dir: Path, results_dir: Path) -> dict:
     from claimbench.report import siteplots
 
@@ -113,7 +113,7 @@ def claim_view(cid: str, checked, recs: list[Summary], numbers: list[NumberView]
         view["steps"] = found = steps(measured)
         marks = [(_when(st.after), st.label, st.better) for st in found if st.marked]
         siteplots.save(siteplots.history(series, c.claimed.value if c else None, c.claimed.metric if c else "value",
-                                         marks), page_dir / f"{cid}-history.svg")
+                                         marks=marks), page_dir / f"{cid}-history.svg")
         view["history"] = f"{cid}-history.svg"
         full = [(s, record(s.path)) for s in list(latest.values())[:4]]
         full = [(s, r) for s, r in full if r is not None and r.kernel.samples_us]
@@ -126,12 +126,12 @@ def claim_view(cid: str, checked, recs: list[Summary], numbers: list[NumberView]
     if c is not None and c.workload.sweep:
         from claimbench.report.sitesweep import save_sweep, sweep_series
         view["sweep_axis"] = next(iter(c.workload.sweep))
-        view["sweep"] = save_sweep(c, sweep_series(c, recs, record, machine), page_dir / f"{cid}-sweep.svg")
+        view["sweep"] = save_sweep(c, sweep_series(c, recs, record, machine=machine), page_dir / f"{cid}-sweep.svg")
     view["records"] = [dict(created=s.created_utc[:19], machine=s.hardware_name or s.hardware,
                             point=f"{s.sweep_axis}={s.sweep_value}" if s.point else "claim's own",
                             verdict=s.verdict or "unreadable", verified=s.verdict == VERIFIED,
                             value="" if s.value is None else f"{s.value:.4g}",
-                            ci=interval("", s.value, s.ci_low, s.ci_high),
+                            ci=interval("", s.value, s.ci_low, hi=s.ci_high),
                             commit=(s.git_commit or "")[:10] + (" dirty" if s.git_dirty else ""),
                             href=links.record(s.path, 1)) for s in recs]
     return view
@@ -149,7 +149,7 @@ def _trials(r) -> list[tuple[str, str, bool, str, str]]:
     return rows
 
 
-def roofline_sections(measured: list[Summary], record: Callable, out: Path, claims: dict) -> list[dict]:
+def roofline_sections(measured: list[Summary], record: Callable, out: Path, *, claims: dict) -> list[dict]:
     """Per machine: the ceilings, the claims placed, those only on the bandwidth chart, and why."""
     from claimbench.report import siteplots
 
@@ -188,7 +188,7 @@ def roofline_sections(measured: list[Summary], record: Callable, out: Path, clai
         sec = {"machine": name, "slug": slug, "bandwidth": bw, "rates": sorted(rates.items()),
                "placed": [p.claim for p in points], "why_not": why_not, "roofline": None, "bars": None}
         if points:
-            siteplots.save(siteplots.roofline(name, bw, rates, points), out / f"roofline-{slug}.svg")
+            siteplots.save(siteplots.roofline(name, bw, rates, points=points), out / f"roofline-{slug}.svg")
             sec["roofline"] = f"roofline-{slug}.svg"
         if bars:
             siteplots.save(siteplots.bandwidth(f"achieved bandwidth on {name}", bw, bars), out / f"bandwidth-{slug}.svg")

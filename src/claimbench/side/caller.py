@@ -74,7 +74,7 @@ class CallerSide:
                             function_modes=f, dispatch_modes=d, autotune=_autotune_choices()), []
         if isinstance(msg, m.StreamCheck):
             from claimbench.side.cuda_timer import check_streams
-            ok, why = check_streams(lambda: call_claim_code(self.key, self.fn, self.operands, {}))
+            ok, why = check_streams(lambda: call_claim_code(self.key, self.fn, self.operands, kwargs={}))
             return m.StreamChecked(ok=ok, why=why), []
         raise TypeError(f"the {self.role} side does not take {msg.kind!r}")
 
@@ -102,7 +102,7 @@ class CallerSide:
         if self.prepare is None:
             return self.inputs
         clones = tuple(torch.Tensor.clone(x) if isinstance(x, torch.Tensor) else x for x in self.inputs)
-        got = call_claim_code(f"{self.role}.prepare", self.prepare, clones, {})
+        got = call_claim_code(f"{self.role}.prepare", self.prepare, clones, kwargs={})
         return tuple(got) if type(got) in (tuple, list) else (got,)
 
     def _refill(self, edits: list) -> None:
@@ -143,13 +143,13 @@ class CallerSide:
         if msg.timed == "cuda":
             assert self.timer is not None  # the orchestrator times on CUDA only after sending a TimerSpec
             self.timer.calls_per_block[self.role] = msg.n
-            s = self.timer.sample(self.role, lambda: call_claim_code(self.key, fn, ops, {}))
+            s = self.timer.sample(self.role, lambda: call_claim_code(self.key, fn, ops, kwargs={}))
             out, event_us, reasons, clock = s.out, s.us, s.throttle_reasons, s.sm_clock_mhz
             side_us = event_us * s.calls
         elif msg.trace:
             from claimbench.side.trace import traced_call
             t0 = _NOW()
-            out, problems, ops_seen = traced_call(lambda: call_claim_code(self.key, self.fn, ops, {}),
+            out, problems, ops_seen = traced_call(lambda: call_claim_code(self.key, self.fn, ops, kwargs={}),
                                                   forbidden=self.forbidden, baseline_code=self.baseline_code)
             self._sync()
             side_us = (_NOW() - t0) / 1000.0
@@ -157,7 +157,7 @@ class CallerSide:
             t0 = _NOW()
             out = None
             for _ in range(msg.n):
-                out = call_claim_code(self.key, fn, ops, {})
+                out = call_claim_code(self.key, fn, ops, kwargs={})
             self._sync()
             side_us = (_NOW() - t0) / 1000.0 / msg.n
         if mode_depths() != depths:

@@ -49,7 +49,7 @@ def describe(args: tuple, kwargs: dict) -> str:
     return ", ".join([one(a) for a in args] + [f"{k}={one(v)}" for k, v in kwargs.items()])
 
 
-def call_claim_code(key: str, fn: Callable, args: tuple, kwargs: dict) -> Any:
+def call_claim_code(key: str, fn: Callable, args: tuple, *, kwargs: dict) -> Any:
     """``fn(*args, **kwargs)``; anything it raises becomes a ClaimCodeError naming ``key``."""
     try:
         return fn(*args, **kwargs)

@@ -51,7 +51,7 @@ class TaskSide:
 
     def _make(self, msg: m.MakeInputs) -> tuple[m.Message, list[int]]:
         got = call_claim_code("workload.inputs", self.make_inputs, (),
-                              dict(seed=msg.seed, device=self.device, dtype=self.dtype, **msg.params))
+                              kwargs=dict(seed=msg.seed, device=self.device, dtype=self.dtype, **msg.params))
         items = tuple(got) if type(got) in (tuple, list) else (got,)
         for i, x in enumerate(items):
             if isinstance(x, torch.Tensor) and type(x) is not torch.Tensor:
@@ -67,13 +67,13 @@ class TaskSide:
         for e in msg.edits:  # in order: a later sample's edit may change an element again
             tensors.set_elements(ins[e.operand], e)
         if self.reference is not None:
-            out = call_claim_code("correctness.reference", self.reference, ins, {})
+            out = call_claim_code("correctness.reference", self.reference, ins, kwargs={})
         else:
             assert self.baseline is not None  # loaded whenever there is no reference
-            ops = call_claim_code("baseline.prepare", self.bprep, ins, {}) if self.bprep else ins
+            ops = call_claim_code("baseline.prepare", self.bprep, ins, kwargs={}) if self.bprep else ins
             ops = ops if type(ops) in (tuple, list) else (ops,)
             ops = tuple(o.to(torch.float64) if isinstance(o, torch.Tensor) and o.is_floating_point() else o for o in ops)
-            out = call_claim_code("baseline.impl", self.baseline, ops, {})
+            out = call_claim_code("baseline.impl", self.baseline, ops, kwargs={})
         outs = normalize_outputs(out, "correctness.reference")
         self._sync()
         host = tuple(torch.Tensor.to(t, "cpu", torch.float64) for t in outs)

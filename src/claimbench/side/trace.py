@@ -46,7 +46,7 @@ class _OpRecorder(TorchDispatchMode):
         # torch._dynamo, a second per claim process, for a frame dynamo never compiles.
         return False
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: PLR0917 (torch's dispatch protocol)
         self.ops.add(func._overloadpacket.__name__ if hasattr(func, "_overloadpacket") else str(func))
         return func(*args, **(kwargs or {}))
 
@@ -56,7 +56,7 @@ class _DynamoSafeRecorder(_OpRecorder):
     def _should_skip_dynamo(cls) -> bool:
         return True
 
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # wrapped by torch on class creation
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):  # noqa: PLR0917 (torch's dispatch protocol); wrapped by torch on class creation
         return super().__torch_dispatch__(func, types, args, kwargs)
 
 

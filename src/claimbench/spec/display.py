@@ -48,12 +48,12 @@ def _floor_words(floor_term: str) -> str:
             else "measured copy BW" if "byte" in term or "band" in term else "the measured floor")
 
 
-def format_value(metric: str, value: float, floor_term: str = "", baseline: str = "") -> str:
+def format_value(metric: str, value: float, floor_term: str = "", *, baseline: str = "") -> str:
     """The number as a reader expects it: 1.62× vs X, 612 TFLOP/s, 3.90 TB/s, 84% of ..., 12.3 µs."""
-    return format_number(metric, value, None, None, floor_term, baseline)
+    return format_number(metric, value, None, ci_high=None, floor_term=floor_term, baseline=baseline)
 
 
-def format_number(metric: str, value: float, ci_low: Optional[float], ci_high: Optional[float],
+def format_number(metric: str, value: float, ci_low: Optional[float], *, ci_high: Optional[float],
                   floor_term: str = "", baseline: str = "") -> str:
     """Value, then its 95% interval in the same unit: `1.62× [1.58, 1.66] vs X`,
     `612 TFLOP/s [600, 620]`, `84% [82, 86] of measured copy BW`, `12.3 µs [12.1, 12.5]`."""

@@ -99,7 +99,7 @@ def gpu_sharing_reason(device: str, other_gpu_processes: Optional[int]) -> Optio
     return f"{n} other process{'es' if n != 1 else ''} used the GPU during the timed rounds"
 
 
-def too_wide_reason(fraction: float, limit: float, device: str, claimed: Optional[float], advice: str = "") -> str:
+def too_wide_reason(fraction: float, limit: float, device: str, *, claimed: Optional[float], advice: str = "") -> str:
     """Why the interval is too wide and, from its spreads (stats/settle.py), what would settle it."""
     whose = "the claim's max_ci_halfwidth" if claimed is not None else f"the {device or 'default'} default"
     head = f"CI too wide: half-width {fraction:.1%} of the value, above {limit:.1%} ({whose})"
@@ -129,7 +129,7 @@ def precision_reached(kernel: "Samples", baseline: Optional["Samples"], metric: 
 
 
 def evidence_fields(protocol_version: int, protocol: Mapping[str, Any], hardware: Mapping[str, Any],
-                    claimed: Mapping[str, Any]) -> dict[str, Any]:
+                    *, claimed: Mapping[str, Any]) -> dict[str, Any]:
     """The Evidence fields of these rules, from a record's own fields: where the runner stores
     them (``protocol.device``, ``protocol.machine_load``, ``claimed.max_ci_halfwidth``)."""
     load = protocol.get("machine_load") or {}

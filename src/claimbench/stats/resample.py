@@ -51,7 +51,7 @@ class Request:
     floor_us: Optional[float] = None
 
 
-def metric_value(metric: str, kmed, bmed, flops, nbytes, floor_us):
+def metric_value(metric: str, kmed, bmed, *, flops, nbytes, floor_us):
     """One metric from the two medians in microseconds (floats or arrays of them)."""
     if metric == "speedup":
         return bmed / kmed
@@ -90,7 +90,7 @@ def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES) -> l
                 kvals, bvals = kvals[np.searchsorted(kkeys, keys)], bvals[np.searchsorted(bkeys, keys)]
         kmed = _median(sorted(kvals.tolist())) if len(keys) else math.nan
         bmed = _median(sorted(bvals.tolist())) if bvals is not None and len(keys) else math.nan
-        value = metric_value(rq.metric, kmed, bmed, rq.flops, rq.nbytes, rq.floor_us)
+        value = metric_value(rq.metric, kmed, bmed, flops=rq.flops, nbytes=rq.nbytes, floor_us=rq.floor_us)
         out[i] = (value, math.nan, math.nan)
         if len(keys) < MIN_ROUNDS:
             continue
@@ -108,7 +108,7 @@ def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES) -> l
                 medians = np.concatenate(parts, axis=1)
                 rq = requests[i]
                 stat = metric_value(rq.metric, medians[0], medians[1] if bv is not None else None,
-                                    rq.flops, rq.nbytes, rq.floor_us)
+                                    flops=rq.flops, nbytes=rq.nbytes, floor_us=rq.floor_us)
                 out[i] = (out[i][0], *_ci95(np.asarray(stat)[None, :])[0])
             continue
         tally, ndraws = _draw_tally(nprocs, counts, resamples)
@@ -124,7 +124,7 @@ def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES) -> l
                 km = medians[at]
                 bm = medians[at + 1] if bv is not None else None
                 at += 1 if bv is None else 2
-                stats.append(metric_value(rq.metric, km, bm, rq.flops, rq.nbytes, rq.floor_us))
+                stats.append(metric_value(rq.metric, km, bm, flops=rq.flops, nbytes=rq.nbytes, floor_us=rq.floor_us))
             for (i, _, _), (low, high) in zip(batch, _ci95(np.stack(stats))):
                 out[i] = (out[i][0], low, high)
     return out

@@ -83,8 +83,8 @@ def decide_many(evs: Sequence[Evidence]) -> list[Verdict]:
     out: list = [_before_timing(ev) for ev in evs]
     pending = [i for i, v in enumerate(out) if v is None]
     cis = bootstrap_many([_request(evs[i]) for i in pending])
-    for i, ci in zip(pending, cis):
-        out[i] = _from_timing(evs[i], *ci)
+    for i, (value, low, high) in zip(pending, cis):
+        out[i] = _from_timing(evs[i], value, low, high=high)
     return out
 
 
@@ -127,7 +127,7 @@ def _before_timing(ev: Evidence) -> Optional[Verdict]:
     return None
 
 
-def _from_timing(ev: Evidence, value: float, low: float, high: float) -> Verdict:
+def _from_timing(ev: Evidence, value: float, low: float, *, high: float) -> Verdict:
     if not math.isfinite(value):
         return Verdict(Status.INCONCLUSIVE, "the measured value is not finite", value=None)
     if not (math.isfinite(low) and math.isfinite(high)):
@@ -153,7 +153,7 @@ def _from_timing(ev: Evidence, value: float, low: float, high: float) -> Verdict
         blockers += [sharing] if sharing else []
         if ok and not blockers and frac > limit:
             hint = advice(ev.kernel, ev.baseline if ev.metric == "speedup" else None, limit) if ev.kernel else ""
-            why = precision.too_wide_reason(frac, limit, ev.device, ev.max_ci_halfwidth, hint)
+            why = precision.too_wide_reason(frac, limit, ev.device, claimed=ev.max_ci_halfwidth, advice=hint)
             return Verdict(Status.INCONCLUSIVE, f"{why}; {shown}", **v)
         nprocs = len(set(ev.kernel.processes)) if ev.kernel is not None else 0
         few = precision.too_few_processes_reason(ev.protocol_version, ev.device, nprocs)

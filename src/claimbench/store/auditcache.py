@@ -53,7 +53,7 @@ def still_key(st: os.stat_result, read_ns: int) -> Optional[tuple[int, int, int,
     return stat_key(st) if st.st_ctime_ns < read_ns - STILL_NS else None
 
 
-def line_for(sha: str, rel: str, key: Optional[tuple], s: Summary, problems: list) -> bytes:
+def line_for(sha: str, rel: str, key: Optional[tuple], *, s: Summary, problems: list) -> bytes:
     return _line([sha, rel, list(key) if key else None, list(s[FROM_FILE:]), [list(p) for p in problems]])
 
 
@@ -68,7 +68,7 @@ def _line(row: list) -> bytes:
     return dumps_json_line(row).encode("utf-8")
 
 
-def summary_of(e: Entry, rel: str, size: int, mtime_ns: int) -> Summary:
+def summary_of(e: Entry, rel: str, size: int, *, mtime_ns: int) -> Summary:
     s = Summary._make((rel, size, mtime_ns, e.sha256, *e.fields))
     return s._replace(dirty_files=tuple(s.dirty_files)) if s.dirty_files else s
 

@@ -16,7 +16,7 @@ from claimbench.store.jsonio import CANONICAL, canonical_json
 from claimbench.store.record import CLAIM_COPY, Record, claim_copy, same_value
 
 
-def copy_digest(copy: dict, flops: Optional[float], nbytes: Optional[float], method: str = CANONICAL) -> Optional[str]:
+def copy_digest(copy: dict, flops: Optional[float], nbytes: Optional[float], *, method: str = CANONICAL) -> Optional[str]:
     """One digest of what a record copied from its claim (and the flops and bytes computed from
     it), prefixed with what it covers and how it was written: `f` every block, `p` the blocks a
     migrated record has (no hardware_spec or workload); then the JSON method. None when this
@@ -77,10 +77,11 @@ def record_differences(rec: "Record", claim) -> list[tuple[str, Any, Any]]:
     want = expected_copy(claim, at)
     if want is None:
         return [("workload", "counts at its params", "flops or bytes that do not evaluate")]
-    return copy_differences(rec, *want)
+    copy, flops, nbytes = want
+    return copy_differences(rec, copy, flops, nbytes=nbytes)
 
 
-def claim_digest(claim, like: str, want: Optional[tuple] = None, at: Optional[tuple[str, Any]] = None) -> Optional[str]:
+def claim_digest(claim, like: str, want: Optional[tuple] = None, *, at: Optional[tuple[str, Any]] = None) -> Optional[str]:
     """The `copy_digest` a record of `claim` must carry, in the form of `like` (a record's digest:
     full or partial, and its JSON method), at the sweep point ``at``; None when it cannot be
     computed here. ``want``: the claim's `expected_copy` at that point, when the caller has it."""
@@ -90,24 +91,24 @@ def claim_digest(claim, like: str, want: Optional[tuple] = None, at: Optional[tu
     copy, flops, nbytes = want
     if like[0] == "p":
         copy = {**copy, "hardware_spec": None, "workload": None}
-    return copy_digest(copy, flops, nbytes, like[1])
+    return copy_digest(copy, flops, nbytes, method=like[1])
 
 
-def copy_differences(rec: "Record", copy: dict, flops: Optional[float], nbytes: Optional[float]) -> list[tuple[str, Any, Any]]:
+def copy_differences(rec: "Record", copy: dict, flops: Optional[float], *, nbytes: Optional[float]) -> list[tuple[str, Any, Any]]:
     """(dotted field, record's value, claim's value) for each copied leaf that differs."""
     out: list = []
     full = rec.hardware_spec is not None and rec.workload is not None
     for key in CLAIM_COPY if full else ("claimed", "precision"):
-        _diff(key, getattr(rec, key), copy.get(key), out)
+        _diff(key, getattr(rec, key), copy.get(key), out=out)
     for key, have, want in (("flops", rec.flops, flops), ("bytes", rec.bytes, nbytes)):
         if have != want:
             out.append((key, have, want))
     return out
 
 
-def _diff(key: str, have: Any, want: Any, out: list) -> None:
+def _diff(key: str, have: Any, want: Any, *, out: list) -> None:
     if isinstance(have, dict) and isinstance(want, dict):
         for k in sorted(set(have) | set(want), key=str):
-            _diff(f"{key}.{k}", have.get(k), want.get(k), out)
+            _diff(f"{key}.{k}", have.get(k), want.get(k), out=out)
     elif have != want or type(have) is not type(want):
         out.append((key, have, want))

@@ -143,7 +143,7 @@ def judged_dirty(rec: Record) -> tuple[Optional[bool], tuple]:
     return rec.git_dirty, ()
 
 
-def summarize(rec: Record, rel: str, size: int, mtime_ns: int, sha256: str) -> Summary:
+def summarize(rec: Record, rel: str, size: int, *, mtime_ns: int, sha256: str) -> Summary:
     dirty, dirty_files = judged_dirty(rec)
     return Summary(
         path=rel, size=size, mtime_ns=mtime_ns, sha256=sha256, claim_id=rec.claim_id,
@@ -204,7 +204,7 @@ def record_files(results: Path) -> list[Path]:
     return [Path(full) for _, full in scan_records(Path(results))]
 
 
-def read_summary(full: str, rel: str, raw: Optional[bytes] = None, sha: Optional[str] = None,
+def read_summary(full: str, rel: str, raw: Optional[bytes] = None, *, sha: Optional[str] = None,
                  st: Optional[os.stat_result] = None) -> tuple[Summary, Optional[Record]]:
     """Read one record file: its summary (with `error` set when unreadable) and the record."""
     claim_id = rel.split("/")[-2] if rel.count("/") >= 1 else ""
@@ -220,7 +220,7 @@ def read_summary(full: str, rel: str, raw: Optional[bytes] = None, sha: Optional
     except RecordError as e:
         size, mtime = (st.st_size, st.st_mtime_ns) if st is not None else (0, 0)
         return Summary(rel, size, mtime, sha or "", claim_id, error=str(e)), None
-    return summarize(rec, rel, st.st_size, st.st_mtime_ns, sha), rec
+    return summarize(rec, rel, st.st_size, mtime_ns=st.st_mtime_ns, sha256=sha), rec
 
 
 def _summary_of(args: tuple[str, str]) -> Summary:
@@ -243,7 +243,7 @@ def append_index(results: Path, path: Path, rec: Record) -> Summary:
     st = os.stat(path)
     raw = Path(path).read_bytes()
     s = summarize(rec, Path(path).resolve().relative_to(results.resolve()).as_posix(),
-                  st.st_size, st.st_mtime_ns, hashlib.sha256(raw).hexdigest())
+                  st.st_size, mtime_ns=st.st_mtime_ns, sha256=hashlib.sha256(raw).hexdigest())
     line = dumps_json_line(_to_json(s))
     try:
         fd = os.open(results / INDEX_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)

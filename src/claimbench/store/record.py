@@ -167,7 +167,7 @@ class Record(BaseModel):
             blockers=tuple(self.blockers), kernel=side(self.kernel), baseline=side(self.baseline),
             floor_us=self.floor_us, floor_term=self.floor_term, throttled_majority=self.throttled_majority,
             tensor_bytes=self.tensor_bytes,
-            **evidence_fields(self.protocol_version, self.protocol, self.hardware, self.claimed),
+            **evidence_fields(self.protocol_version, self.protocol, self.hardware, claimed=self.claimed),
         )
 
     @property

@@ -200,7 +200,7 @@ def _verify_chunk_now(items: list[tuple[str, str]]) -> list[tuple]:
         if sha in _KNOWN:
             rows.append([rel, st.st_size, st.st_mtime_ns, sha, None, None, None, key])
             continue
-        s, rec = read_summary(full, rel, raw, sha, st)
+        s, rec = read_summary(full, rel, raw, sha=sha, st=st)
         rows.append([s.path, s.size, s.mtime_ns, s.sha256, s, [("record", s.error)] if rec is None else None, None, key])
         if rec is not None:
             fresh.append((rows[-1], rec))
@@ -208,7 +208,7 @@ def _verify_chunk_now(items: list[tuple[str, str]]) -> list[tuple]:
         row[5] = probs
     for row in rows:  # the cache line is written here, in parallel, not by the parent
         if row[4] is not None and row[3]:
-            row[6] = auditcache.line_for(row[3], row[0], row[7], row[4], row[5] or [])
+            row[6] = auditcache.line_for(row[3], row[0], row[7], s=row[4], problems=row[5] or [])
     return [tuple(r) for r in rows]
 
 

@@ -38,7 +38,7 @@ def compare(out: np.ndarray, ref: np.ndarray, corr, *, out_dtype: str = "", expe
         return {**res, "passed": False, "nonfinite": nonfinite,
                 "reason": f"{nonfinite} NaN/Inf values where the reference is finite"}
     scale = max(abs(float(r.max())), abs(float(r.min()))) if r.size else 0.0
-    rnorm, err, max_abs, worst, viol, any_out = _one_pass(o, r, corr, scale)
+    rnorm, err, max_abs, worst, viol, any_out = _one_pass(o, r, corr, scale=scale)
     rel_l2 = err / rnorm if rnorm > 0 else err
     res.update(rel_l2=rel_l2, max_abs_err=max_abs)
     if rnorm > 0 and r.size and not any_out:
@@ -64,7 +64,7 @@ def _all_finite(x: np.ndarray) -> bool:
     return not x.size or (math.isfinite(float(x.max())) and math.isfinite(float(x.min())))
 
 
-def _one_pass(o: np.ndarray, r: np.ndarray, corr, scale: float) -> tuple[float, float, float, float, int, bool]:
+def _one_pass(o: np.ndarray, r: np.ndarray, corr, *, scale: float) -> tuple[float, float, float, float, int, bool]:
     """(||r||, ||o - r||, max |o - r|, the worst |err| / bound, elements outside the bound, any
     nonzero output) in one blocked pass with two block-sized temporaries: the comparison of one
     trial at 2^28 elements took 19 s as several passes (issue 23)."""

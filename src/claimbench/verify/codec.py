@@ -67,7 +67,7 @@ def to_numbers(raw: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def from_bytes(data: bytes | bytearray | memoryview | np.ndarray, dtype: str, shape: list[int],
-               strides: list[int] | None = None) -> np.ndarray:
+               *, strides: list[int] | None = None) -> np.ndarray:
     """Interpret a storage span (the bytes from the first element on) as a tensor of numbers."""
     if dtype not in STORAGE:
         raise CodecError(f"unsupported dtype {dtype!r}")

@@ -57,7 +57,7 @@ def null_models(refs: list[np.ndarray], corr, claim_dtype: Optional[str]) -> dic
         out["zeros"] = False
     scales = [max(abs(float(r.max())), abs(float(r.min()))) if r.size else 0.0 for r in refs]  # no |r| temporary
     for name, model in models.items():
-        verdicts = [_judge(r, s, model, corr) for r, s in zip(refs, scales)]
+        verdicts = [_judge(r, s, model, corr=corr) for r, s in zip(refs, scales)]
         if all(v is None for v in verdicts):
             continue  # identical to the reference everywhere
         out[name] = all(v is not False for v in verdicts)
@@ -68,7 +68,7 @@ def _rounded(dtype: str) -> Model:
     return lambda rows: codec.round_to(rows, dtype)
 
 
-def _judge(ref: np.ndarray, scale: float, model: Model, corr) -> Optional[bool]:
+def _judge(ref: np.ndarray, scale: float, model: Model, *, corr) -> Optional[bool]:
     """Whether ``model`` passes against one finite reference, block by block; None when its answer
     is the reference itself."""
     if not ref.size:

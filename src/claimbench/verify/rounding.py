@@ -33,7 +33,8 @@ def round_values(x: np.ndarray, dtype: str) -> np.ndarray:
     if dtype == "bfloat16":
         return _bfloat16(x)
     if dtype in FP8:
-        return _fp8(x, *FP8[dtype])
+        mbits, emin, top = FP8[dtype]
+        return _fp8(x, mbits, emin, top=top)
     raise ValueError(f"cannot round to {dtype!r}")
 
 
@@ -50,7 +51,7 @@ def _bfloat16(x: np.ndarray) -> np.ndarray:
     return out
 
 
-def _fp8(x: np.ndarray, mbits: int, emin: int, top: float) -> np.ndarray:
+def _fp8(x: np.ndarray, mbits: int, emin: int, *, top: float) -> np.ndarray:
     with np.errstate(over="ignore", invalid="ignore"):
         _, e = np.frexp(x)                      # x = f * 2^e with 0.5 <= |f| < 1: the leading bit is 2^(e-1)
         q = np.maximum(e - 1, emin) - mbits     # the quantum's exponent
