@@ -12,7 +12,7 @@ import pytest
 from claimbench.gate.policy import gate_file
 from claimbench.machine.hardware import CpuInfo, Hardware, Software
 from claimbench.orchestrator.assemble import RunContext, assemble_record
-from claimbench.orchestrator.job import ClaimRun, Correctness
+from claimbench.orchestrator.job import BracketSummary, ClaimRun, Correctness, SideBracket
 from claimbench.orchestrator.protocol import PairTiming, SideSamples
 
 FIX = Path(__file__).resolve().parents[1] / "fixtures"
@@ -86,11 +86,13 @@ def test_a_run_survives_its_json_with_every_nested_type():
     """A rank process writes its run as JSON and the launcher reads it back: nothing may come back a dict."""
     import json
 
-    run = ClaimRun(correctness=PASSED, timing=_timing(10.0, 20.0), seeds={"trials": [1, 2], "timing": 3})
+    run = ClaimRun(correctness=PASSED, timing=_timing(10.0, 20.0), seeds={"trials": [1, 2], "timing": 3},
+                   bracket=BracketSummary(null_us={"kernel": 3.0}, kernel=SideBracket(10.0, 9.5, 30)))
     back = ClaimRun.from_dict(json.loads(json.dumps(run.to_dict())))
     assert back == run
     assert isinstance(back.timing, PairTiming) and isinstance(back.timing.kernel, SideSamples)
-    assert isinstance(back.correctness, Correctness)
+    assert isinstance(back.correctness, Correctness) and isinstance(back.bracket.kernel, SideBracket)
+    assert "baseline" not in back.bracket.as_record()  # a side never timed is absent, as before
 
 
 def test_a_run_whose_json_has_the_wrong_types_is_refused():
@@ -104,5 +106,5 @@ def test_a_run_whose_json_has_the_wrong_types_is_refused():
 def test_blocks_of_calls_say_whether_the_machine_or_the_workload_caused_them(ctx, kernel_us, settles):
     timing = replace(_timing(kernel_us, kernel_us * 3), calls_per_block={"kernel": 4, "baseline": 1},
                      config={"min_block_us": 50.0})
-    rec = assemble_record(ctx, [ClaimRun(correctness=PASSED, timing=timing, bracket={"null_iqr_us": {"kernel": 200.0}})])
+    rec = assemble_record(ctx, [ClaimRun(correctness=PASSED, timing=timing, bracket=BracketSummary(null_iqr_us={"kernel": 200.0}))])
     assert rec.verdict == "inconclusive" and settles in rec.reason, rec.reason

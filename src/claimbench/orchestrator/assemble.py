@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence
 from claimbench import __version__
 from claimbench.gate.srcgraph import claim_sources
 from claimbench.machine.hardware import Hardware, blockers
-from claimbench.orchestrator.job import ClaimRun, Correctness
+from claimbench.orchestrator.job import BracketSummary, ClaimRun, Correctness
 from claimbench.orchestrator.protocol import PairTiming
 from claimbench.orchestrator.timed import RESOLUTION
 from claimbench.spec import expr
@@ -91,7 +91,8 @@ def assemble_record(ctx: RunContext, runs: Sequence[ClaimRun]) -> Record:
                     timed_checks=last.timed_checks.as_record() if last.timed_checks else None,
                     dropped_throttled={s: getattr(timing, s).dropped_throttled if timing else 0 for s in SIDES},
                     autotune=last.autotune, torch_threads=last.torch_threads, topology=last.topology,
-                    host_allocator=_host_allocator(), sandbox=ctx.sandbox, bracket=last.bracket, machine_load=load,
+                    host_allocator=_host_allocator(), sandbox=ctx.sandbox,
+                    bracket=last.bracket.as_record() if last.bracket else None, machine_load=load,
                     census=last.census, output_read=last.output_read, side_versions=last.versions)
     seeds = last.seeds or {}
     root = ctx.root.resolve()
@@ -161,29 +162,31 @@ def _host_allocator() -> dict[str, str]:
 
 
 def _blockers(hw: Hardware, ok: bool, device: str, *, timing: Optional[PairTiming],
-              bracket: Optional[dict] = None) -> tuple[str, ...]:
+              bracket: Optional[BracketSummary] = None) -> tuple[str, ...]:
     """Why this run cannot verify even if its numbers clear the claim."""
     out = list(blockers(hw)) if ok and device == "cuda" else []
+    seen = bracket or BracketSummary()
     for side in SIDES:
-        unresolved = ((bracket or {}).get("unresolved") or {}).get(side, 0)
-        taken = ((bracket or {}).get(side) or {}).get("samples", 0)
+        unresolved = seen.unresolved.get(side, 0)
+        own = seen.side(side)
+        taken = own.samples if own else 0
         if taken and unresolved > 0.02 * taken:
             out.append(f"the orchestrator's clock could not resolve the {side}'s calls: {unresolved} of {taken} samples "
-                       f"were no longer than a null call ({((bracket or {}).get('null_us') or {}).get(side, 0):.0f} us); a "
+                       f"were no longer than a null call ({seen.null_us.get(side, 0):.0f} us); a "
                        "quieter machine or a larger workload gives it something to measure")
     n = ((timing.calls_per_block if timing else None) or {}).get("kernel") or 1
     if ok and timing is not None and timing.mode == "cpu" and n > 1:
-        out.append(_blocked(n, timing, bracket or {}))
+        out.append(_blocked(n, timing, seen))
     return tuple(out)
 
 
-def _blocked(n: int, timing: PairTiming, bracket: dict) -> str:
+def _blocked(n: int, timing: PairTiming, bracket: BracketSummary) -> str:
     """Why the kernel's calls were timed in blocks, which decides what settles it: a call shorter than
     the protocol's block is the workload's doing; a longer one was blocked only because the machine's
     noise (the null call's spread) asked for longer blocks, so a quieter machine settles it."""
     per_call = timing.kernel.median_us
     block_us = float(timing.config.get("min_block_us") or 0.0)
-    iqr = float((bracket.get("null_iqr_us") or {}).get("kernel") or 0.0)
+    iqr = float(bracket.null_iqr_us.get("kernel") or 0.0)
     if per_call is not None and block_us and per_call >= block_us:
         return (f"the machine's noise had the kernel's calls timed in blocks of {n}: a call takes {per_call:.0f} us, "
                 f"but the null call's spread ({iqr:.0f} us) needs blocks of {RESOLUTION * iqr:.0f} us to resolve, so "

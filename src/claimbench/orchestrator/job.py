@@ -90,10 +90,51 @@ class MachineLoad:
 
 
 @dataclass(frozen=True)
+class SideBracket:
+    """One side's timed exchanges as the orchestrator's clock saw them."""
+
+    median_bracket_us: float
+    median_side_us: float                   # what the side itself reported (evidence only)
+    samples: int
+    median_gap_us: Optional[float] = None   # CUDA: bracket minus the side's events
+
+
+@dataclass(frozen=True)
+class BracketSummary:
+    """The record's `protocol.bracket`: the null calls, the CPU the sides used, each side's brackets,
+    the null subtracted and the first violations. Per-side maps are keyed "kernel" and "baseline"."""
+
+    null_us: dict[str, float] = field(default_factory=dict)
+    null_iqr_us: dict[str, float] = field(default_factory=dict)
+    unresolved: dict[str, int] = field(default_factory=dict)
+    busy_cpu_s: dict[str, float] = field(default_factory=dict)
+    busy_wall_s: dict[str, float] = field(default_factory=dict)
+    idle_cpu_s: dict[str, float] = field(default_factory=dict)
+    kernel: Optional[SideBracket] = None
+    baseline: Optional[SideBracket] = None
+    null_subtracted_us: Optional[float] = None
+    null_gap_us: Optional[float] = None
+    violations: tuple[str, ...] = ()
+
+    def side(self, role: str) -> Optional[SideBracket]:
+        """``role``'s brackets; None when it was never timed."""
+        return self.kernel if role == "kernel" else self.baseline
+
+    def as_record(self) -> dict[str, Any]:
+        """As the record keeps it: the keys this run has (no side, gap or null figure it never measured)."""
+        out = {k: v for k, v in asdict(self).items() if v is not None}
+        for role in ("kernel", "baseline"):
+            if role in out:
+                out[role] = {k: v for k, v in out[role].items() if v is not None}
+        out["violations"] = list(self.violations)
+        return out
+
+
+@dataclass(frozen=True)
 class ClaimRun:
     """What the orchestrator observed of one claim, for the runner's verdict; ``outcome`` None means it
-    ran to the end. Typed to the leaves the verdict reads; ``bracket``, ``census``, ``topology`` and
-    ``autotune`` are evidence blocks copied into the record as they are."""
+    ran to the end. Typed to the leaves the verdict reads; ``census``, ``topology`` and ``autotune``
+    are evidence blocks copied into the record as they are."""
 
     outcome: Optional[str] = None               # "error" | "timeout" | None
     outcome_reason: str = ""
@@ -102,7 +143,7 @@ class ClaimRun:
     timing: Optional[PairTiming] = None
     tensor_bytes: Optional[float] = None
     timed_checks: Optional[TimedChecks] = None
-    bracket: Optional[dict[str, Any]] = None
+    bracket: Optional[BracketSummary] = None
     census: Optional[dict[str, Any]] = None     # threads and affinity the orchestrator saw
     load: Optional[MachineLoad] = None          # other processes' share of the machine while timed
     torch_threads: Optional[int] = None         # what the kernel side said (evidence)

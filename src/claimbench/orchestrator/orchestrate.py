@@ -18,7 +18,7 @@ from claimbench.orchestrator import census
 from claimbench.orchestrator import messages as m
 from claimbench.orchestrator.channel import ChannelClosed, ChannelTimeout, ProtocolError
 from claimbench.orchestrator.coordinate import Solo
-from claimbench.orchestrator.job import ClaimRun, Correctness, Job, MachineLoad, TimedChecks
+from claimbench.orchestrator.job import BracketSummary, ClaimRun, Correctness, Job, MachineLoad, TimedChecks
 from claimbench.orchestrator.memory import ReadError
 from claimbench.orchestrator.processes import ForkServer
 from claimbench.orchestrator.protocol import PairTiming, TimingConfig, measure_pair
@@ -45,7 +45,7 @@ class _Found:
     timing: Optional[PairTiming] = None
     tensor_bytes: Optional[float] = None
     timed_checks: Optional[TimedChecks] = None
-    bracket: Optional[dict[str, Any]] = None
+    bracket: Optional[BracketSummary] = None
     census: Optional[dict[str, Any]] = None
     load: Optional[MachineLoad] = None
     torch_threads: Optional[int] = None

@@ -29,6 +29,7 @@ from claimbench.orchestrator import census
 from claimbench.orchestrator import messages as m
 from claimbench.orchestrator import perturb as perturbation
 from claimbench.orchestrator.coordinate import Solo
+from claimbench.orchestrator.job import BracketSummary, SideBracket
 from claimbench.orchestrator.protocol import Sample
 from claimbench.orchestrator.session import ClaimEnded, ClaimSession, InputSet
 from claimbench.verify import accuracy, codec
@@ -56,25 +57,23 @@ class Bracket:
     event_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
     violations: list = field(default_factory=list)
 
-    def summary(self) -> dict:
+    def summary(self) -> BracketSummary:
         """The record's `bracket`: null calls, CPU use, per side the median bracket, side figure and event gap,
         the null subtracted, and the first 10 violations."""
-        out: dict[str, Any] = {"null_us": self.null_us, "null_iqr_us": self.null_iqr_us, "unresolved": self.unresolved,
-                               "busy_cpu_s": self.busy_cpu_s, "busy_wall_s": self.busy_wall_s,
-                               "idle_cpu_s": self.idle_cpu_s}
+        sides: dict[str, Optional[SideBracket]] = {}
         for side in ("kernel", "baseline"):
-            b, own = self.brackets_us[side], self.side_us[side]
-            if b:
-                out[side] = {"median_bracket_us": statistics.median(b), "median_side_us": statistics.median(own),
-                             "samples": len(b)}
-                if self.event_us[side]:
-                    gaps = [x - e for x, e in zip(b, self.event_us[side])]
-                    out[side]["median_gap_us"] = statistics.median(gaps)
-        if len(self.null_us) == 2:
-            out["null_subtracted_us"] = min(self.null_us.values())
-            out["null_gap_us"] = self.null_us.get("kernel", 0.0) - self.null_us.get("baseline", 0.0)
-        out["violations"] = self.violations[:10]
-        return out
+            b, own, events = self.brackets_us[side], self.side_us[side], self.event_us[side]
+            sides[side] = SideBracket(
+                median_bracket_us=statistics.median(b), median_side_us=statistics.median(own), samples=len(b),
+                median_gap_us=statistics.median([x - e for x, e in zip(b, events)]) if events else None) if b else None
+        both = len(self.null_us) == 2
+        return BracketSummary(
+            null_us=dict(self.null_us), null_iqr_us=dict(self.null_iqr_us), unresolved=dict(self.unresolved),
+            busy_cpu_s=dict(self.busy_cpu_s), busy_wall_s=dict(self.busy_wall_s), idle_cpu_s=dict(self.idle_cpu_s),
+            kernel=sides["kernel"], baseline=sides["baseline"],
+            null_subtracted_us=min(self.null_us.values()) if both else None,
+            null_gap_us=self.null_us.get("kernel", 0.0) - self.null_us.get("baseline", 0.0) if both else None,
+            violations=tuple(self.violations[:10]))
 
 
 class RemoteTimer:
