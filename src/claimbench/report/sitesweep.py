@@ -39,6 +39,7 @@ class SweepSeries:
     machine: str
     points: tuple[PointView, ...]  # in the claim's sweep order
     ceiling: Optional[float]        # the matching measured ceiling, in the rate's unit
+    unit: str = "GB/s"              # the rate's unit, the same for every series of a claim (rate_unit)
 
 
 def sweep_series(claim, recs: Sequence[Summary], record: Callable, *, machine: Callable[[dict], str]) -> list[SweepSeries]:
@@ -48,7 +49,6 @@ def sweep_series(claim, recs: Sequence[Summary], record: Callable, *, machine: C
         return []
     (axis, values), = claim.workload.sweep.items()
     own = claim.workload.params[axis]
-    unit = rate_unit(claim)
     latest: dict[tuple[str, int], Summary] = {}
     for s in sorted(recs, key=lambda s: (s.when, s.path), reverse=True):
         if not s.ok or s.mode != "measured":
@@ -59,6 +59,9 @@ def sweep_series(claim, recs: Sequence[Summary], record: Callable, *, machine: C
         at = next((i for i, v in enumerate(values) if same_value(v, x)), None)
         if at is not None:
             latest.setdefault((s.hardware, at), s)
+    own_at = next((i for i, v in enumerate(values) if same_value(v, own)), None)
+    mine = [record(s.path) for (_, i), s in sorted(latest.items()) if i == own_at]
+    unit = rate_unit(claim, next((r for r in mine if r is not None and r.ceilings), None))
     series = []
     for hw in sorted({h for h, _ in latest}):
         points, name, ceiling = [], hw, None
@@ -74,13 +77,24 @@ def sweep_series(claim, recs: Sequence[Summary], record: Callable, *, machine: C
             points.append(PointView(v, hit.value, hit.ci_low, hit.ci_high, work / k if work and k else None,
                                     work / b if work and b else None, v == own))
         if points:
-            series.append(SweepSeries(name, tuple(points), ceiling))
+            series.append(SweepSeries(name, tuple(points), ceiling, unit))
     return series
 
 
-def rate_unit(claim) -> str:
-    """What a point's rate is: TFLOP/s when the claim counts flops, else GB/s of its bytes."""
-    return "TFLOP/s" if claim.workload.flops else "GB/s"
+def rate_unit(claim, own: Any = None) -> str:
+    """What a point's rate is: the resource that bounds the claim's own point, from ``own`` (its
+    record: flops, bytes and the machine's measured ceilings). A softmax counts flops too, but its
+    TFLOP/s would lie on the floor under a compute ceiling a hundred times higher; its GB/s against
+    the copy bandwidth says how close it came. Without both counts and ceilings: TFLOP/s when the
+    claim counts flops, else GB/s."""
+    if not claim.workload.flops:
+        return "GB/s"
+    if own is not None and own.flops and own.bytes:
+        tflops = _ceiling(own.ceilings, "TFLOP/s", str(own.precision.get("dtype", "")))
+        gbps = _ceiling(own.ceilings, "GB/s", "")
+        if tflops and gbps:
+            return "TFLOP/s" if own.flops / (tflops * 1e12) >= own.bytes / (gbps * 1e9) else "GB/s"
+    return "TFLOP/s"
 
 
 def _ceiling(ceilings: dict, unit: str, dtype: str) -> Optional[float]:
@@ -100,7 +114,7 @@ def save_sweep(claim, series: list[SweepSeries], path: Path) -> Optional[str]:
     from claimbench.report import siteplots
 
     (axis,) = claim.workload.sweep
-    siteplots.save(figure(axis, claim.claimed.metric, claim.claimed.value, unit=rate_unit(claim), series=series), path)
+    siteplots.save(figure(axis, claim.claimed.metric, claim.claimed.value, unit=series[0].unit, series=series), path)
     return path.name
 
 
