@@ -5,7 +5,8 @@
 # Extra arguments go to pytest.
 # mypy runs beside the tests: they leave about a sixth of two cores idle (processes waiting on each
 # other), which mypy's 20 s of one core fills. Either failing fails the command; mypy's output is
-# printed after the tests'.
+# printed after the tests'. `--dist worksteal`: an idle worker takes queued tests from the busy one,
+# so the run does not end on one worker finishing the long end-to-end tests alone.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 ./scripts/bootstrap.sh test
@@ -16,7 +17,7 @@ trap 'rm -f "$types_log"' EXIT
 .venv/bin/mypy >"$types_log" 2>&1 &
 types_pid=$!
 set +e
-.venv/bin/python -m pytest -q -n auto tests --claims claims --claims-timing off \
+.venv/bin/python -m pytest -q -n auto --dist worksteal tests --claims claims --claims-timing off \
   --claims-results results/.cache/test-records "$@"
 tests=$?
 wait "$types_pid"
