@@ -24,23 +24,54 @@ def make_inputs(*, seed: int, device: str, dtype: str, batch: int, heads: int, s
                  for _ in range(3))
 
 
-def _reference(q, k, v, causal: bool):
-    q, k, v = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
-    s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    if causal:
-        n = q.shape[-2]
-        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
-    return torch.softmax(s, dim=-1) @ v
+# Bytes of float64 scores one step of a reference holds (softmax and the mask add about two more
+# such buffers): 256 MiB, so a reference's peak stays near 1 GiB on any device whatever the
+# sequence length. The whole (batch, heads, seqlen, seqlen) float64 score matrix is 17 GB at the
+# shipped attention claims' size (4 x 32 x 4096^2 x 8 B) and 69 GB at block-sparse's
+# (32 x 16384^2 x 8 B).
+REFERENCE_CHUNK_BYTES = 1 << 28
+
+
+def attention_fp64(q, k, v, *, causal: bool = False, allowed=None,
+                   chunk_bytes: int = REFERENCE_CHUNK_BYTES):
+    """softmax(Q K^T / sqrt(d)) V in float64 on the inputs' device, a block of query rows of a
+    group of heads at a time, so no step holds more than ``chunk_bytes`` of scores and no
+    (seqlen x seqlen) matrix exists at full size. ``causal`` lets query i see keys 0..i;
+    ``allowed(b, r0, r1)``, where given, is the boolean (r1 - r0, keys) mask of batch ``b``'s
+    query rows r0..r1, shared by its heads. Every row keeps at least one key in the shipped
+    claims; a row with none would be NaN, as in the unchunked formula."""
+    batch, heads, n_q, dim = q.shape
+    n_k = k.shape[-2]
+    out = torch.empty((batch, heads, n_q, v.shape[-1]), dtype=torch.float64, device=q.device)
+    rows = max(1, min(n_q, chunk_bytes // (8 * max(n_k, 1))))
+    group = max(1, min(heads, chunk_bytes // (8 * max(n_k, 1) * rows)))
+    scale = 1.0 / math.sqrt(dim)
+    keys = torch.arange(n_k, device=q.device)
+    for b in range(batch):
+        for h0 in range(0, heads, group):
+            h1 = min(heads, h0 + group)
+            kh, vh = (t[b, h0:h1].to(torch.float64) for t in (k, v))
+            for r0 in range(0, n_q, rows):
+                r1 = min(n_q, r0 + rows)
+                s = (q[b, h0:h1, r0:r1].to(torch.float64) @ kh.transpose(-2, -1)) * scale
+                keep = allowed(b, r0, r1) if allowed is not None else None
+                if causal:
+                    below = keys[None, :] <= torch.arange(r0, r1, device=q.device)[:, None]
+                    keep = below if keep is None else keep & below
+                if keep is not None:
+                    s = s.masked_fill(~keep, float("-inf"))
+                out[b, h0:h1, r0:r1] = torch.softmax(s, dim=-1) @ vh
+    return out
 
 
 def reference_fp64(q, k, v):
     """Non-causal attention in float64."""
-    return _reference(q, k, v, causal=False)
+    return attention_fp64(q, k, v)
 
 
 def reference_fp64_causal(q, k, v):
     """Causal attention in float64."""
-    return _reference(q, k, v, causal=True)
+    return attention_fp64(q, k, v, causal=True)
 
 
 def _materialized(q, k, v, causal: bool):

@@ -23,7 +23,7 @@ def make_rmsnorm_inputs(*, seed: int, device: str, dtype: str, rows: int, hidden
 
 def rmsnorm_reference_fp64(x: torch.Tensor, w: torch.Tensor) -> torch.Tensor:
     """RMSNorm in float64."""
-    x, w = x.detach().to("cpu", torch.float64), w.detach().to("cpu", torch.float64)
+    x, w = x.detach().to(torch.float64), w.detach().to(torch.float64)
     return x * torch.rsqrt(x.square().mean(dim=-1, keepdim=True) + EPS) * w
 
 

@@ -14,9 +14,9 @@ sparse kernel runs: dense work, masked. The sparse kernel is in ``kernel.py``.
 
 from __future__ import annotations
 
-import math
-
 import torch
+
+from kernels.attention.task import REFERENCE_CHUNK_BYTES, attention_fp64
 
 PATTERN = 128
 
@@ -66,10 +66,17 @@ def sdpa_masked(q, k, v, mask):
     return torch.nn.functional.scaled_dot_product_attention(q, k, v, attn_mask=mask)
 
 
-def reference_fp64(q, k, v, blocks):
-    """Masked softmax attention in float64."""
-    q, k, v = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
-    mask = dense_mask(blocks.cpu(), q.shape[2])
-    s = (q @ k.transpose(-2, -1)) / math.sqrt(q.shape[-1])
-    s = s.masked_fill(~mask, float("-inf"))
-    return torch.softmax(s, dim=-1) @ v
+def reference_fp64(q, k, v, blocks, *, chunk_bytes: int = REFERENCE_CHUNK_BYTES):
+    """Masked softmax attention in float64 on the inputs' device, a block of query rows at a
+    time (``attention_fp64``): each step expands only its own rows of the pattern, so neither the
+    (seqlen x seqlen) mask nor the score matrix exists whole."""
+    nblocks = blocks.shape[1]
+    n = q.shape[2]
+    keyblock = torch.arange(n, device=q.device) // PATTERN
+
+    def allowed(b, r0, r1):
+        blockmask = torch.zeros((nblocks, nblocks), dtype=torch.bool, device=q.device)
+        blockmask.scatter_(1, blocks[b].to(device=q.device, dtype=torch.long), True)
+        return blockmask[torch.arange(r0, r1, device=q.device) // PATTERN][:, keyblock]
+
+    return attention_fp64(q, k, v, allowed=allowed, chunk_bytes=chunk_bytes)

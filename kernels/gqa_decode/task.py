@@ -30,14 +30,33 @@ def make_inputs(*, seed: int, device: str, dtype: str, batch: int, q_heads: int,
     return tuple(t.to(device=device, dtype=dt) for t in (q, k, v))
 
 
-def reference_fp64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Grouped decode attention in float64: query head h reads KV head h // G."""
-    q, k, v = (t.detach().to("cpu", torch.float64) for t in (q, k, v))
+# Bytes of the float64 cache one step of a decode reference holds: at full size (64 x 8 x 4096
+# x 128) the whole float64 K and V are 4.3 GB; a step of batch rows keeps them near 256 MiB.
+REFERENCE_CHUNK_BYTES = 1 << 28
+
+
+def grouped_decode_fp64(q, k, v, *, cache64=None, chunk_bytes: int = REFERENCE_CHUNK_BYTES):
+    """Grouped decode attention in float64 on the inputs' device, a few batch rows at a time:
+    query head h reads KV head h // G. ``cache64(k, v)`` turns a batch slice of the cache into
+    its float64 K and V (a cast where not given); each row's math is independent of the others,
+    so the slices give the unsliced result."""
     batch, q_heads, head_dim = q.shape
     kv_heads = k.shape[1]
-    qg = q.reshape(batch, kv_heads, q_heads // kv_heads, head_dim)  # head h = kv head h // G, member h % G
-    s = torch.einsum("bkgd,bknd->bkgn", qg, k) / math.sqrt(head_dim)  # no G-fold copy of a 4096-long cache
-    return torch.einsum("bkgn,bknd->bkgd", torch.softmax(s, dim=-1), v).reshape(batch, q_heads, head_dim)
+    per_row = 16 * k[:1].numel() or 1  # float64 K and V of one batch row
+    step = max(1, chunk_bytes // per_row)
+    out = torch.empty((batch, q_heads, v.shape[-1]), dtype=torch.float64, device=q.device)
+    for b0 in range(0, batch, step):
+        b1 = min(batch, b0 + step)
+        kb, vb = cache64(k[b0:b1], v[b0:b1]) if cache64 else (t[b0:b1].to(torch.float64) for t in (k, v))
+        qg = q[b0:b1].to(torch.float64).reshape(b1 - b0, kv_heads, q_heads // kv_heads, head_dim)
+        s = torch.einsum("bkgd,bknd->bkgn", qg, kb) / math.sqrt(head_dim)  # no G-fold copy of the cache
+        out[b0:b1] = torch.einsum("bkgn,bknd->bkgd", torch.softmax(s, dim=-1), vb).reshape(b1 - b0, q_heads, -1)
+    return out
+
+
+def reference_fp64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
+    """Grouped decode attention in float64."""
+    return grouped_decode_fp64(q, k, v)
 
 
 def expand_kv(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor):

@@ -19,9 +19,9 @@ kernel is in ``kernel.py``.
 
 from __future__ import annotations
 
-import math
-
 import torch
+
+from kernels.gqa_decode.task import grouped_decode_fp64
 
 GROUP = 64  # tokens per key-quantization group
 
@@ -71,12 +71,7 @@ def bf16_decode(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tens
 
 
 def reference_fp64(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor) -> torch.Tensor:
-    """Grouped decode attention in float64 over the dequantized 4-bit cache."""
-    kd, vd = dequantized(*quantize_kv(k, v))
-    q = q.detach().to("cpu", torch.float64)
-    kd, vd = kd.cpu(), vd.cpu()
-    batch, q_heads, dim = q.shape
-    kv_heads = kd.shape[1]
-    qg = q.reshape(batch, kv_heads, q_heads // kv_heads, dim)
-    s = torch.einsum("bkgd,bknd->bkgn", qg, kd) / math.sqrt(dim)
-    return torch.einsum("bkgn,bknd->bkgd", torch.softmax(s, dim=-1), vd).reshape(batch, q_heads, dim)
+    """Grouped decode attention in float64 over the dequantized 4-bit cache, on the inputs'
+    device, a few batch rows at a time: every scale and zero is per batch row, so quantizing a
+    slice gives that slice of the whole cache's codes."""
+    return grouped_decode_fp64(q, k, v, cache64=lambda kb, vb: dequantized(*quantize_kv(kb, vb)))

@@ -61,3 +61,30 @@ def test_claims_state_the_work_they_time():
         p = w["params"]
         full = 4 * p["batch"] * p["heads"] * p["seqlen"] ** 2 * p["head_dim"]
         assert evaluate(w["flops"], p) == (full // 2 if "causal" in cid else full)
+
+
+def _unchunked(q, k, v, causal):
+    """The whole-matrix float64 formula the chunked reference replaced."""
+    q, k, v = (t.double() for t in (q, k, v))
+    s = (q @ k.transpose(-2, -1)) / q.shape[-1] ** 0.5
+    if causal:
+        n = q.shape[-2]
+        s = s.masked_fill(torch.ones(n, n, dtype=torch.bool).triu(1), float("-inf"))
+    return torch.softmax(s, dim=-1) @ v
+
+
+@pytest.mark.parametrize("causal", [False, True])
+@pytest.mark.parametrize("chunk_bytes", [8 * 50 * 7, 8 * 50 * 50 * 2, 1 << 28])
+def test_chunked_reference_is_the_whole_matrix_formula(causal, chunk_bytes, monkeypatch):
+    """Blocks of 7 rows (ragged against 50), groups of 2 of 3 heads, and one step: each gives the
+    unchunked result, and no step's scores exceed the chunk."""
+    q, k, v = AT.make_inputs(seed=5, device="cpu", dtype="float32", batch=2, heads=3, seqlen=50, head_dim=16)
+    seen = []
+    softmax = torch.softmax
+    monkeypatch.setattr(torch, "softmax", lambda s, dim: seen.append(s.numel()) or softmax(s, dim=dim))
+    out = AT.attention_fp64(q, k, v, causal=causal, chunk_bytes=chunk_bytes)
+    monkeypatch.undo()
+    assert out.dtype == torch.float64 and out.device == q.device
+    torch.testing.assert_close(out, _unchunked(q, k, v, causal), rtol=1e-12, atol=1e-12)
+    assert max(seen) * 8 <= max(chunk_bytes, 8 * 50)
+    assert len(seen) > 1 or chunk_bytes == 1 << 28

@@ -54,3 +54,16 @@ def test_rejects_a_head_count_that_does_not_divide():
                              seqlen=3, head_dim=8)
     with pytest.raises(ValueError):
         G.gqa_decode(q[:, :3], k, v)
+
+
+def test_chunked_reference_is_the_whole_cache_formula():
+    """Two batch rows a step (ragged against 5) give what the whole float64 cache gave."""
+    q, k, v = GT.make_inputs(seed=6, device="cpu", dtype="float32", batch=5, q_heads=8, kv_heads=2,
+                            seqlen=33, head_dim=16)
+    q64, k64, v64 = (t.double() for t in (q, k, v))
+    kx, vx = (t.repeat_interleave(4, dim=1) for t in (k64, v64))
+    s = torch.einsum("bhd,bhnd->bhn", q64, kx) / 16 ** 0.5
+    whole = torch.einsum("bhn,bhnd->bhd", torch.softmax(s, dim=-1), vx)
+    row = 16 * k[:1].numel()
+    torch.testing.assert_close(GT.grouped_decode_fp64(q, k, v, chunk_bytes=2 * row), whole, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(GT.reference_fp64(q, k, v), whole, rtol=1e-12, atol=1e-12)

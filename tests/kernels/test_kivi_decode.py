@@ -43,3 +43,16 @@ def test_refuses_other_head_dims():
         assert "head_dim 128" in str(e)
     else:
         raise AssertionError("head_dim 64 was accepted")
+
+
+def test_reference_by_batch_rows_is_the_whole_cache_dequantized():
+    """Quantizing a slice of batch rows gives that slice of the whole cache's codes, so the
+    reference's steps of one row give the whole dequantized cache's attention."""
+    q, k, v = GT.make_inputs(seed=2, device="cpu", dtype="float32", batch=3, q_heads=4, kv_heads=2,
+                             seqlen=130, head_dim=128)
+    kd, vd = T.dequantized(*T.quantize_kv(k, v))
+    whole = GT.grouped_decode_fp64(q, kd, vd, chunk_bytes=1 << 40)
+    one_row = GT.grouped_decode_fp64(q, k, v, chunk_bytes=1,
+                                     cache64=lambda kb, vb: T.dequantized(*T.quantize_kv(kb, vb)))
+    torch.testing.assert_close(one_row, whole, rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(T.reference_fp64(q, k, v), whole, rtol=1e-12, atol=1e-12)
