@@ -38,6 +38,15 @@ CASES = {
 }
 RULES_OFF_ONLY = {"inflated_null", "throttle_rival"}
 CGROUP_V1_CPU = "/sys/fs/cgroup/cpu"
+THROTTLE_GROUP = f"{CGROUP_V1_CPU}/claimbench-fixture-slow"  # the fixture's (throttle_rival.SLOW)
+
+
+def _remove_throttle_group() -> None:
+    for d in (f"{THROTTLE_GROUP}/landed", THROTTLE_GROUP):
+        try:
+            os.rmdir(d)
+        except OSError:
+            pass
 
 
 @pytest.mark.parametrize("rules", ["rules-on", "rules-off"])
@@ -54,15 +63,18 @@ def test_stale_or_distinguishable_timed_calls_never_verify(cheat_root, cheat_ser
     path = write_claim(cheat_root, f"{name.replace('_', '-')}-{rules}", name, template=template,
                        **{"value": "1.5", **extra})
     opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
+    _remove_throttle_group()
     out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)
+    landed = os.path.isdir(f"{THROTTLE_GROUP}/landed")
+    _remove_throttle_group()  # its processes are gone with the claim
     assert out.status != S.VERIFIED, f"{name}: {out.reason}"
+    if name == "throttle_rival" and rules == "rules-off" and not landed:
+        # The attack needs the sides unsandboxed and a cgroup move the kernel may make; where it
+        # could not make one (it failed quietly, as a real cheat would), nothing was there to catch.
+        pytest.skip(f"the throttle never took on this machine, so there was nothing to catch ({out.status}: {out.reason})")
     assert out.status in allowed, (out.status, out.reason)
     assert out.reason.startswith("policy") == (rules == "rules-on" and name in RULES_OFF_ONLY), out.reason
     if name == "throttle_rival" and rules == "rules-off":
-        try:
-            os.rmdir(f"{CGROUP_V1_CPU}/claimbench-fixture-slow")  # its processes are gone with the claim
-        except OSError:
-            pass
         assert "cgroup" in out.reason, out.reason
     if out.value is not None and not out.reason.startswith("machine busy"):
         assert out.value < 1.5 * 0.95, out.reason  # what the run measured is the honest work's number
