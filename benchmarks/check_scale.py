@@ -46,6 +46,7 @@ workload:
   check_params: [{{rows: 3, cols: 17}}, {{rows: 1, cols: 1}}]
   flops: "5 * rows * cols"
   bytes: "2 * rows * cols * 4"
+  memory: {{operands_bytes: "rows * cols * itemsize", output_elements: "rows * cols", reference_bytes: "rows * cols * 8"}}
 precision:
   dtype: float32
 kernel:

@@ -76,6 +76,7 @@ def make_project(root: Path) -> None:
             f"hardware:\n  device: cuda\n  model: [\"NVIDIA *\"]\n"
             f"workload:\n  inputs: {t}:make_inputs\n  params: {{n: 8192}}\n"
             + (f"  flops: \"{flops}\"\n" if flops else "") + "  bytes: \"4 * n * n\"\n"
+            "  memory: {operands_bytes: \"n * n * itemsize\", output_elements: \"n * n\", reference_bytes: \"0\"}\n"
             f"precision:\n  dtype: bfloat16\nkernel:\n  name: kernel {c}\n  impl: {k}:kernel\n"
             f"baseline:\n  name: baseline {c}\n  impl: {t}:baseline\n"
             f"correctness:\n  method: allclose\n  reference: {t}:reference_fp64\n"

@@ -28,6 +28,7 @@ workload:
   params: {params}
   check_params: [{{rows: 3, cols: 17}}, {{rows: 1, cols: 1}}]
   bytes: "{bytes}"
+  memory: {{operands_bytes: "rows * cols * itemsize", output_elements: "rows * cols", reference_bytes: "2 * rows * cols * 8"}}
 {flops}precision: {{dtype: float32}}
 kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"{kernel_extra}}}
 baseline: {{name: torch.softmax, impl: kernels/softmax_cpu.py:torch_softmax}}
@@ -50,6 +51,7 @@ workload:
   params: {{n: 1024}}
   check_params: [{{n: 17}}, {{n: 1}}]
   bytes: "12 * n * n"
+  memory: {{operands_bytes: "2 * n * n * itemsize", output_elements: "n * n", reference_bytes: "2 * n * n * 8"}}
 precision: {{dtype: float32}}
 kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
 baseline: {{name: torch.matmul, impl: kernels/cheat/matmul_task.py:torch_matmul}}
@@ -64,6 +66,7 @@ workload:
   params: {{rows: 512, cols: 2048}}
   check_params: [{{rows: 3, cols: 17}}, {{rows: 1, cols: 1}}]
   bytes: "5 * rows * cols"
+  memory: {{operands_bytes: "rows * cols * itemsize", output_elements: "rows * cols", reference_bytes: "rows * cols * 8"}}
 precision: {{dtype: float32}}
 kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
 baseline: {{name: torch.gt, impl: kernels/cheat/mask_task.py:torch_mask}}
@@ -79,6 +82,7 @@ workload:
   params: {{rows: 1024, cols: 1024}}
   check_params: [{{rows: 3, cols: 17}}, {{rows: 1, cols: 1}}]
   bytes: "8 * rows * cols"
+  memory: {{operands_bytes: "rows * cols * itemsize", output_elements: "rows * cols", reference_bytes: "rows * cols * 8"}}
 precision: {{dtype: float32}}
 kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
 baseline: {{name: torch.t, impl: kernels/cheat/transpose_task.py:torch_transpose}}
@@ -93,6 +97,7 @@ workload:
   params: {{rows: 256, cols: 1024, pad: 10000000}}
   check_params: [{{rows: 17, cols: 300, pad: 5000}}, {{rows: 1, cols: 1, pad: 1}}]
   bytes: "{bytes}"
+  memory: {{operands_bytes: "(rows * cols + pad) * itemsize", output_elements: "rows * cols", reference_bytes: "rows * cols * 8"}}
 precision: {{dtype: float32}}
 kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
 baseline: {{name: torch.mul, impl: kernels/cheat/unread_task.py:torch_double}}

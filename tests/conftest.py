@@ -77,3 +77,14 @@ def cheat_servers(cheat_root):
 
     with Servers(cheat_root, RunOptions(results=cheat_root / "results")) as s:
         yield s
+
+
+@pytest.fixture(autouse=True)
+def _interpreted_dot():
+    """Kernel tests run Triton interpreted in this process: they get the interpreter's dot the fork
+    server gives every side (claimbench/side/interpret.py), so they check the kernel, not the BLAS
+    numpy was built with. Installed once Triton is imported (by the module under test); a no-op before."""
+    from claimbench.side import interpret
+
+    interpret.install()
+    yield

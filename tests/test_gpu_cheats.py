@@ -26,6 +26,7 @@ workload:
   params: {params}
   check_params: [{{rows: 3, cols: 17}}, {{rows: 1, cols: 5}}]
   bytes: "4 * rows * cols + 4 * rows"
+  memory: {{operands_bytes: "rows * cols * itemsize", output_elements: "rows", reference_bytes: "rows * cols * 8"}}
 precision: {{dtype: float32}}
 kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
 baseline: {{name: torch.sum, impl: kernels/cheat/gpu_l2_task.py:baseline}}

@@ -83,6 +83,22 @@ def test_a_kernel_wrong_only_when_interpreted_is_incorrect(project, hw):
     assert out.status == Status.INCORRECT, out.reason
 
 
+def test_a_memory_declaration_the_inputs_contradict_is_rejected_in_the_trials(project, hw):
+    """`check` estimates a claim's memory from its `workload.memory`; the trials hold the input
+    bytes and output elements it declares to what the task really made, at every check shape."""
+    text = (project / "claims/valid/triton-rowmax.yaml").read_text(encoding="utf-8")
+    wrong = project / "claims/valid/triton-rowmax-wrong-memory.yaml"
+    wrong.write_text(text.replace("id: triton-rowmax", "id: triton-rowmax-wrong-memory")
+                     .replace('output_elements: "rows"', 'output_elements: "rows * 2"'), encoding="utf-8")
+    try:
+        out = run_one(wrong, project, hw, opts=opts(project))
+    finally:
+        wrong.unlink()
+    assert out.status == Status.REJECTED, out.reason
+    assert "workload.memory.output_elements gives 74 at {'rows': 37, 'cols': 100} (float32), but the reference has 37" \
+        in out.reason, out.reason
+
+
 def test_a_cpu_check_that_cannot_run_is_an_error_never_a_skip(project, hw):
     out = run_one(project / "claims/wrong/import-fails.yaml", project, hw, opts=opts(project))
     assert out.status == Status.ERROR and not out.checked, out.reason

@@ -59,6 +59,10 @@ CASES = {
     "flops-unknown-name": ("workload.flops", "'colz'"),
     "tolerance-above-ceiling": ("correctness.max_rel_l2", "tolerance_reason"),
     "cuda-without-bytes": ("workload.bytes", "cuda"),
+    "cuda-without-memory": ("workload.memory", "a cuda claim needs `workload.memory`"),
+    "memory-over-bound": ("workload.memory.reference_bytes", "above the 60.00 GiB bound; the largest term is the "
+                          "reference's working set, 64.00 GiB: compute the reference in chunks"),
+    "memory-unknown-name": ("workload.memory.operands_bytes", "'colz'"),
     "kernel-imports-gc": ("kernel.impl", "imports `gc`"),
     "task-imports-kernel": ("workload.inputs", "kernels/split/bad_task.py:5 imports kernels/split/helpers.py"),
     "baseline-in-kernel-module": ("baseline.impl", "is the kernel's own module"),

@@ -59,3 +59,10 @@ def test_zero_row_gets_a_finite_scale():
     w[1] = 0
     out = W.int4_gemv(*W.quantize_int4(x, w))
     assert torch.isfinite(out).all() and out[0, 1] == 0
+
+
+def test_an_int4_claim_gets_bf16_operands():
+    """The GPU run passes the claim's dtype, int4, which torch cannot make a tensor of: the 4-bit
+    codes are the kernel's prepare, the operands bf16 (the baseline's dtype)."""
+    x, w = WT.make_inputs(seed=0, device="cpu", dtype="int4", rows=3, cols=16)
+    assert x.dtype == w.dtype == torch.bfloat16 and w.shape == (3, 16)

@@ -126,5 +126,5 @@ def test_check_refuses_unsafe_text_with_key_and_line(tree, capsys):
     claim.write_text(claim.read_text().replace("name: torch.softmax, eager", 'name: "torch\\u202esoftmax"'))
     assert main(["--root", str(root), "check", str(root / "claims" / "softmax-online.yaml")]) == 1
     out = capsys.readouterr().out.splitlines()
-    assert out[0] == ("claims/softmax-online.yaml:24: baseline.name: holds U+202E (RIGHT-TO-LEFT OVERRIDE) at "
+    assert out[0] == ("claims/softmax-online.yaml:25: baseline.name: holds U+202E (RIGHT-TO-LEFT OVERRIDE) at "
                       "character 6: invisible or text-reordering characters are not allowed; delete it")

@@ -20,6 +20,19 @@ def register(sub) -> None:
     p.set_defaults(func=run)
 
 
+def _memory_lines(claim) -> list[str]:
+    """The verification's estimated peak memory at each measured point, or why there is none."""
+    from claimbench.spec import expr, memory
+
+    try:
+        found = memory.estimates(claim)
+    except expr.ExprError as e:
+        return [f"  memory     cannot be estimated: {e}"]
+    if not found:
+        return ["  memory     not estimated: the claim declares no workload.memory"]
+    return [f"  memory     {'' if e.point == 'params' else e.point + ': '}{e.summary()}" for e in found]
+
+
 def run(args) -> int:
     from claimbench.gate.claimfiles import discover
     from claimbench.gate.policy import gate_all  # here, not at import: every command's parser loads this module
@@ -57,6 +70,7 @@ def run(args) -> int:
                   f"  baseline   {c.baseline.name}: {c.baseline.impl}",
                   f"  checked by {c.correctness.method} vs {c.correctness.reference}, {c.correctness.trials} trials",
                   f"  claimed    {c.claimed.metric} {c.claimed.value:g} (tolerance {c.claimed.tolerance:g})"]
+        lines += _memory_lines(c)
     lines.append(f"  policy     {'passes' if r.ok else 'REJECTED'}")
     lines += [f"    {p}" for p in r.problems]
     print("\n".join(t(line) for line in lines))

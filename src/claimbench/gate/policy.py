@@ -17,7 +17,7 @@ from pydantic import BaseModel, ValidationError
 
 from claimbench.gate.rules import check_kernel_source
 from claimbench.gate.srcgraph import impl_refs, parse, split_ref, task_side_rule, top_level_names
-from claimbench.spec import expr, safetext
+from claimbench.spec import expr, memory, safetext
 from claimbench.spec.claim import POLICY_FIELDS, Claim
 from claimbench.spec.problem import Problem
 from claimbench.spec.yamlsafe import Document, YamlRejected, dotted, load_document
@@ -185,6 +185,7 @@ def semantic(claim: Claim, doc: Document, path: Path, *, root: Path, listing) ->
     _precision(claim, add)
     if claim.hardware.device == "cuda" and not claim.workload.bytes:
         add(("workload", "bytes"), "a cuda claim needs `workload.bytes` (the fewest bytes that must move): the physics floor is computed from it")
+    _memory(claim, add)
     if claim.hardware.device == "cpu" and claim.kernel.backend == "cupy":
         add(("kernel", "backend"), "cupy needs a cuda device; use device: cuda or another backend")
     if refs_ok:
@@ -249,6 +250,31 @@ def _expressions(claim: Claim, add) -> None:
             if value <= 0:
                 add(("workload", name), f"evaluates to {value:g}{where}; it must be positive")
                 break
+
+
+def _memory(claim: Claim, add) -> None:
+    """A GPU claim states what its verification holds, and it must fit before a GPU window is spent on it."""
+    mem = claim.workload.memory
+    if mem is None:
+        if claim.hardware.device == "cuda":
+            add(("workload", "memory"), "a cuda claim needs `workload.memory` (operands_bytes, output_elements, "
+                "reference_bytes): `check` estimates its verification's peak memory from it and refuses a claim that "
+                "cannot fit (docs/verification.md)")
+        return
+    w = claim.workload
+    points = [w.params] + [{**w.params, **c} for c in w.check_params] + [w.at(v).params for v in w.off_points()]
+    for key, text in mem:
+        for params in ([] if text is None else points):
+            try:
+                value = expr.evaluate(text, {**params, memory.ITEMSIZE: 1})
+            except expr.ExprError as e:
+                add(("workload", "memory", key), f"{e}; write arithmetic over params names, `itemsize` and numbers")
+                return
+            if value < 0 or (value == 0 and key in ("operands_bytes", "output_elements")):
+                add(("workload", "memory", key), f"evaluates to {value:g} at {params}; it must be positive")
+                return
+    for o in memory.over_bound(claim):
+        add(("workload", "memory", o.key), o.message)
 
 
 def _tolerances(claim: Claim, add) -> None:

@@ -18,6 +18,7 @@ from claimbench.orchestrator.job import Correctness
 from claimbench.orchestrator.ranked import tagged
 from claimbench.orchestrator.session import ClaimEnded, ClaimSession, InputSet
 from claimbench.orchestrator.unread import overcount, unread_inputs
+from claimbench.spec import memory
 from claimbench.verify import accuracy, codec, nullmodels
 
 
@@ -112,6 +113,9 @@ def _trial(s: ClaimSession, claim, device: str, *, dtype: str, params: dict, see
     s.release("baseline")
     ref = s.reference(inputs)
     _reference_is_finite(ref, bouts)
+    if (why := memory.declared_mismatch(claim, params, dtype=dtype, operand_bytes=inputs.nbytes(),
+                                        output_elements=sum(int(r.size) for r in ref))) is not None:
+        rej.append(why)
     row.update(_compare_all(outs, ref, corr, dtypes=out_dtypes, expect=expect))
     if probe and claim.workload.bytes and row["passed"]:
         unread = unread_inputs(s, inputs, ref, rng=random.SystemRandom())

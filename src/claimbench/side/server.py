@@ -44,6 +44,9 @@ def main(argv: list[str]) -> int:
     import torch  # noqa: F401  (the point of this process: imported once, before any fork)
     if importlib.util.find_spec("triton") is not None:
         import triton  # noqa: F401
+
+        from claimbench.side import interpret
+        interpret.install()  # interpreted only: tl.dot's rows must not depend on the CPU's BLAS
     from claimbench.orchestrator import messages as m
     from claimbench.orchestrator.channel import Channel, ChannelClosed
     from claimbench.side import caller, task  # noqa: F401  (preloaded for the forks)

@@ -79,6 +79,24 @@ class HardwareSpec(_Model):
         return self
 
 
+class Memory(_Model):
+    """What verification holds at the claim's size, as arithmetic over `params` (and `itemsize`, the
+    bytes of one element at the dtype the run uses): enough for `check` to estimate the peak on host
+    and device before anything runs. The first two are measured in every correctness trial, and a
+    claim whose declaration disagrees with its own inputs and reference is rejected there
+    (docs/verification.md)."""
+
+    operands_bytes: Text = Field(description="Bytes of one input set as `inputs` makes it; write the floating-point "
+                                 "tensors' bytes with `itemsize` so the expression holds at `check_dtype` too.")
+    output_elements: Text = Field(description="Elements of the kernel's outputs (the reference's, in float64).")
+    reference_bytes: Text = Field(
+        description="Bytes the reference holds at its peak beyond its inputs and its float64 output (its chunks and "
+        "temporaries), on the claim's device.")
+    sides_bytes: Optional[Text] = Field(
+        None, description="Optional: bytes the larger of the kernel's and the baseline's `prepare` products and working "
+        "set add on the device beyond their operands and outputs (a dense mask, an expanded cache, a score matrix).")
+
+
 class Workload(_Model):
     """The inputs, their sizes, and the work they imply."""
 
@@ -88,6 +106,8 @@ class Workload(_Model):
         default_factory=list, description="Optional: extra (small, awkward) shapes, checked for correctness only.")
     flops: Optional[Text] = Field(None, description="Optional: arithmetic over `params` names giving matrix-unit operations.")
     bytes: Optional[Text] = Field(None, description="The fewest bytes that must move, as arithmetic over `params`; required for cuda claims.")
+    memory: Optional[Memory] = Field(
+        None, description="What verification holds, for the memory estimate; required for cuda claims.")
     sweep: Optional[dict[str, list[Scalar]]] = Field(
         None, description="Optional: one `params` name and the values to measure it at, e.g. `{cols: [1024, 4096, 16384]}`. "
         f"Each point is measured and recorded on its own ({MIN_SWEEP_POINTS} to {MAX_SWEEP_POINTS} values, among them "

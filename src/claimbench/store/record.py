@@ -233,7 +233,7 @@ def _number(x) -> TypeGuard[float]:
 # claim keys added after records began copying `hardware`: copied only when a claim sets them, so
 # every record made before they existed still copies its claim exactly (and keeps its digest)
 ADDED_HARDWARE_KEYS = ("nvlink",)
-ADDED_WORKLOAD_KEYS = ("sweep",)
+ADDED_WORKLOAD_KEYS = ("sweep", "memory")
 
 
 def claim_copy(claim) -> dict:
