@@ -2,7 +2,9 @@
 """The GPU path proved on one lent H200, in one run of at most 5 minutes (issue 7).
 
 Stages, each in its own process with its own share of --budget-s (skipped, with the reason
-printed, when too little is left; a failing stage is reported and the next one runs):
+printed, when too little is left; a failing stage is reported and the next one runs, except
+`smoke`, whose failure ends the run so the rest of the window goes to fixing and rerunning):
+  smoke      the profiler's stream check, the cold timer and one small claim end to end (< 60 s)
   env        nvidia-smi, claimbench's detection, versions, blockers for `verified`
   ceilings   measured copy bandwidth and matmul rates, against the figures seen on an H200 before
   fidelity   claimbench's cold median vs triton.testing.do_bench and ncu on 4 kernels, 5 us to 5 ms
@@ -39,20 +41,27 @@ sys.path.insert(0, str(ROOT / "scripts"))
 
 from gpucheck.stage_io import Ctx, kill_tree, load_json, setup_paths, write_result  # noqa: E402  (no torch)
 
-STAGES = ("env", "ceilings", "fidelity", "repeat", "cheats", "racecheck", "claims")
-ENTRY = {"env": "env_ceilings:env_stage", "ceilings": "env_ceilings:ceilings_stage",
+STAGES = ("smoke", "env", "ceilings", "fidelity", "repeat", "cheats", "racecheck", "claims")
+ENTRY = {"smoke": "smoke:smoke_stage", "env": "env_ceilings:env_stage", "ceilings": "env_ceilings:ceilings_stage",
          "fidelity": "fidelity:fidelity_stage", "repeat": "repeat_claims:repeat_stage",
          "cheats": "cheats:cheats_stage", "racecheck": "racecheck:racecheck_stage",
          "claims": "repeat_claims:claims_stage"}
-# Seconds each stage wants on an H200 when the whole run has 280 (a child process of claimbench
-# costs ~5 s to start there; the first run of a Triton kernel compiles it): shares of what is left.
-WEIGHTS = {"env": 8, "ceilings": 22, "fidelity": 60, "repeat": 60, "cheats": 65, "racecheck": 40, "claims": 40}
-MIN_S = {"env": 6, "ceilings": 12, "fidelity": 25, "repeat": 30, "cheats": 25, "racecheck": 20, "claims": 30}
-CAP_S = {"env": 20, "ceilings": 45, "fidelity": 100, "repeat": 120, "cheats": 100, "racecheck": 90, "claims": 1e9}
-# The CPU rehearsal: a claim's process costs 5-15 s on a small CPU machine, so repeat, cheats
-# and claims get most of it; the GPU measurements it skips cost nothing there.
-DRY_WEIGHTS = {"env": 3, "ceilings": 4, "fidelity": 12, "repeat": 30, "cheats": 28, "racecheck": 5, "claims": 18}
-DRY_MIN_S = {"env": 3, "ceilings": 4, "fidelity": 8, "repeat": 10, "cheats": 10, "racecheck": 4, "claims": 10}
+# Seconds each stage wants on an H200 when the whole run has 280: the budget table of
+# docs/gpu_check.md, each from its parts (a `claimbench run` costs ~8 s before its child starts
+# there, a fresh process ~5 s to import torch and make a CUDA context, a Triton kernel's first
+# call compiles it): shares of what is left.
+WEIGHTS = {"smoke": 45, "env": 8, "ceilings": 20, "fidelity": 45, "repeat": 48, "cheats": 52, "racecheck": 24,
+           "claims": 38}
+MIN_S = {"smoke": 30, "env": 6, "ceilings": 12, "fidelity": 25, "repeat": 30, "cheats": 25, "racecheck": 20,
+         "claims": 30}
+CAP_S = {"smoke": 60, "env": 20, "ceilings": 45, "fidelity": 100, "repeat": 120, "cheats": 100, "racecheck": 90,
+         "claims": 1e9}
+# The CPU rehearsal: a claim's process costs 5-15 s on a small CPU machine, so the stages that run
+# claims get most of it; the GPU measurements it skips cost nothing there.
+DRY_WEIGHTS = {"smoke": 14, "env": 3, "ceilings": 4, "fidelity": 12, "repeat": 30, "cheats": 28, "racecheck": 5,
+               "claims": 18}
+DRY_MIN_S = {"smoke": 12, "env": 3, "ceilings": 4, "fidelity": 8, "repeat": 10, "cheats": 10, "racecheck": 4,
+             "claims": 10}
 RESERVE_S = 6.0   # packing and the summary at the end
 GRACE_S = 5.0     # past its deadline a stage's process group is killed
 
@@ -257,6 +266,13 @@ def orchestrate(a: argparse.Namespace) -> int:
             log(f"== {name}: {row['status']} in {row['seconds']:.0f} s: {row['summary'][:300]}")
             meta["elapsed_s"] = round(time.time() - t_start, 1)
             write_summary(out, meta, rows)
+            if name == "smoke" and row["status"] == "fail":
+                for rest in stages[i + 1:]:  # the window's minutes go to fixing and rerunning, not to stages that would fail too
+                    rows.append({"stage": rest, "status": "skipped", "seconds": 0.0, "budget_s": 0.0,
+                                 "summary": "smoke failed: fix it and rerun"})
+                log(f"== smoke failed: the other stages are not run ({', '.join(stages[i + 1:]) or 'none'}); "
+                    "fix it and rerun")
+                break
     except (KeyboardInterrupt, SystemExit) as e:
         log(f"interrupted ({type(e).__name__}); packing what there is")
     finally:

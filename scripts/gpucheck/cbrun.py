@@ -34,14 +34,15 @@ def claim_budget(per_s: float, device: str = "cuda") -> ClaimBudget:
 
 
 def run_claim(ctx: Ctx, claim: Path, results: Path, budget: ClaimBudget, *, root: Optional[Path] = None,
-              log: Optional[Path] = None) -> dict:
-    """One `claimbench run --format json`; returns its outcome dict, or an error outcome explaining why not."""
+              log: Optional[Path] = None, extra: tuple[str, ...] = ()) -> dict:
+    """One `claimbench run --format json` (``extra``: more of its flags); returns its outcome dict, or
+    an error outcome explaining why not."""
     root = Path(root or ctx.root)
     cmd = [ctx.python, "-m", "claimbench", "--root", str(root), "run", str(claim), "--results", str(results),
            "--format", "json", "--timeout-s", str(budget.timeout_s), "--max-time-s", str(budget.max_time_s),
            "--warmup-s", str(budget.warmup_s),
            # the ceilings stage measured into this folder: without it each claim re-measures in its own budget
-           "--ceilings", str(Path(ctx.results) / ".cache")]
+           "--ceilings", str(Path(ctx.results) / ".cache"), *extra]
     p = run_cmd(cmd, timeout_s=budget.hard_s, cwd=root, log=log)
     got = parse_outcomes(p.out)
     if got:

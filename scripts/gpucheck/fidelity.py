@@ -164,6 +164,8 @@ def _ncu(ctx: Ctx, rows: list[dict], ncu: Optional[str]) -> None:
         say(f"ncu: {why}; ran its driver without ncu instead: rc={p.rc}\n{tail(p.out, len(names))}")
         for r in rows:
             r["ncu_skip"] = why
+            if p.rc != 0 and "cb" in r:  # the driver ncu would run is broken: ncu would have nothing to read
+                r["error"] = f"ncu's driver exited {p.rc}: {tail(p.text, 2)[:200]}"
         return
     regex = "|".join(r["regex"] for r in rows if "cb" in r)
     cmd = [ncu, "--clock-control", "none", "--target-processes", "all", "-k", f"regex:{regex}",
@@ -204,11 +206,15 @@ def _report(ctx: Ctx, rows: list[dict]) -> None:
     (ctx.art_path / "fidelity.json").write_text(json.dumps(rows, indent=1, default=str))
     parts = [f"{r['name']} {fmt(r.get('ratio_do_bench'), '.3f')}/{fmt(r.get('ratio_ncu'), '.3f')}" for r in rows]
     summary = "cb/do_bench, cb/ncu: " + ", ".join(parts)
-    if ctx.device != "cuda":
+    broken = [r["name"] for r in rows if "error" in r]
+    if broken:  # a path that crashed, on either device: what the stage exists to find
+        status = "fail"
+    elif ctx.device != "cuda":
         status = "partial"
     elif not compared:
         status = "fail"
     else:
         status = "miss" if misses else ("ok" if compared == len(rows) else "partial")
-    write_result(ctx, "fidelity", status, summary + (f"; missed: {', '.join(misses)}" if misses else ""), {"rows": rows})
+    write_result(ctx, "fidelity", status, summary + (f"; missed: {', '.join(misses)}" if misses else "")
+                 + (f"; BROKEN: {', '.join(broken)}" if broken else ""), {"rows": rows})
     sys.stdout.flush()

@@ -68,7 +68,8 @@ def racecheck_stage(ctx: Ctx) -> None:
         say(f"racecheck: {why}; ran the driver without it: rc={p.rc}\n{tail(p.out, len(KERNELS))}")
         parsed = parse_sanitizer(p.out)
         done = all(parsed["drivers"].get(k, {}).get("ok") for k in KERNELS)
-        write_result(ctx, "racecheck", "partial" if ctx.device != "cuda" else "skipped",
+        status = "fail" if not done else ("partial" if ctx.device != "cuda" else "skipped")  # a broken driver is broken
+        write_result(ctx, "racecheck", status,
                      f"{why}; driver alone: {'both kernels correct' if done else 'driver FAILED'}",
                      {"drivers": parsed["drivers"]})
         return

@@ -130,6 +130,14 @@ def claims_stage(ctx: Ctx) -> None:
         say(f"claims: dry run: {len(chosen)} CUDA claims selected; running {len(pick)} of them correctness-only on CPU "
             f"({', '.join(p.stem for p in pick)}) to exercise the path")
         todo, not_run = pick, [(c, why) for c, why in not_run if c not in DRY_CLAIMS]
+    from .plan import cost, order
+    costs = {p: cost(p) for p in todo}
+    if ctx.device == "cuda" and not ctx.claims:  # no order asked for: the cheapest and most certain first
+        todo = [p for p, _ in order(todo)]
+    for p in todo:
+        c = costs[p]
+        say(f"claims plan: {p.stem}: about {c.total_s:.0f} s (start {c.startup_s:.0f}, verification "
+            f"{c.verification_s:.0f}, timing {c.timing_s:.0f}){'' if c.certain else ', less certain (CuPy or two GPUs)'}")
     by_reason: dict[str, list[str]] = {}
     for cid, why in not_run:
         by_reason.setdefault(why, []).append(cid)
@@ -141,7 +149,8 @@ def claims_stage(ctx: Ctx) -> None:
         if ctx.left_s() < min_s:
             left_over = [p.stem for p in todo[i:]]
             break
-        b = claim_budget(min(ctx.left_s(), max(min_s, ctx.left_s() / (len(todo) - i))), ctx.device)
+        want = 1.5 * costs[path].total_s if ctx.device == "cuda" else ctx.left_s() / (len(todo) - i)
+        b = claim_budget(min(ctx.left_s(), max(min_s, want)), ctx.device)  # from its estimated cost, not a share
         o = run_claim(ctx, path, Path(ctx.results), b, log=ctx.art_path / "claims" / f"{path.stem}.log")
         nums = record_numbers(o.get("record"))
         rows.append({**o, **nums, "budget": b.__dict__})
