@@ -43,6 +43,8 @@ def test_cpu_claim_runs_to_a_verified_record_that_audit_can_recompute(project, h
     assert rec.published_value == (rec.value if out.status == Status.VERIFIED else None) and rec.value > 3.0 * 0.9
     assert rec.kernel.samples_us and rec.baseline.samples_us and rec.protocol["stop_reason"]
     assert rec.correctness["passed"] is True and len(rec.seeds) >= 4
+    # where its time went, per phase, over its processes (issue 23: budgets from measured costs)
+    assert rec.protocol["startup_s"] > 0 and rec.protocol["verification_s"] > 0 and rec.protocol["timing_s"] > 0
     assert "kernels/rowsum.py" in rec.source_sha256 and rec.ceilings.get("bandwidth_gbps")
     v = decide(rec.evidence())
     assert (v.status.value, v.value, v.ci_low) == (rec.verdict, rec.value, rec.ci_low)
@@ -64,6 +66,7 @@ def test_triton_kernel_on_cpu_is_checked_under_the_interpreter(project, hw):
     assert out.status == Status.SKIPPED and "checks passed" in out.reason, out.reason
     rec = load_record(out.record_path)
     assert rec.mode == "correctness-only" and rec.value is None and rec.published_value is None
+    assert rec.protocol["verification_s"] > 0 and rec.protocol["timing_s"] == 0  # nothing was timed
 
 
 def test_wrong_triton_kernel_is_incorrect_even_without_the_gpu(project, hw):

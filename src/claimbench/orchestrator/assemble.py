@@ -93,7 +93,11 @@ def assemble_record(ctx: RunContext, runs: Sequence[ClaimRun]) -> Record:
                     autotune=last.autotune, torch_threads=last.torch_threads, topology=last.topology,
                     host_allocator=_host_allocator(), sandbox=ctx.sandbox,
                     bracket=last.bracket.as_record() if last.bracket else None, machine_load=load,
-                    census=last.census, output_read=last.output_read, side_versions=last.versions)
+                    census=last.census, output_read=last.output_read, side_versions=last.versions,
+                    # where the claim's time went, over its processes: what its next budget is estimated from
+                    startup_s=round(sum(r.startup_s for r in runs), 2),
+                    verification_s=round(sum(r.verification_s for r in runs), 2),
+                    timing_s=round(sum(r.timing_s for r in runs), 2))
     seeds = last.seeds or {}
     root = ctx.root.resolve()
     path = ctx.claim_path.resolve()

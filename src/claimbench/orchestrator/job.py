@@ -154,6 +154,10 @@ class ClaimRun:
     topology: Optional[dict[str, Any]] = None
     autotune: Optional[dict[str, Any]] = None
     alone: bool = False                         # it stopped where the other ranks could not know
+    # wall seconds of this process's phases: what a claim's time budget is spent on (issue 23)
+    startup_s: float = 0.0                      # the three sides spawned and loaded
+    verification_s: float = 0.0                 # seed check, correctness trials, check shapes, null models
+    timing_s: float = 0.0                       # warm-up and timed rounds, with their rechecks and census
 
     @property
     def passed(self) -> bool:

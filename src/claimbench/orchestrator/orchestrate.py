@@ -39,6 +39,7 @@ class _Found:
     outcome: Optional[str] = None
     outcome_reason: str = ""
     alone: bool = False
+    phases_s: dict[str, float] = field(default_factory=dict)  # startup, verification, timing: wall seconds
     correctness: Optional[Correctness] = None
     versions: dict[str, str] = field(default_factory=dict)
     sources: tuple[str, ...] = ()
@@ -58,7 +59,10 @@ class _Found:
                         correctness=self.correctness, timing=self.timing, tensor_bytes=self.tensor_bytes,
                         timed_checks=self.timed_checks, bracket=self.bracket, census=self.census, load=self.load,
                         torch_threads=self.torch_threads, sources=self.sources, versions=self.versions,
-                        seeds=self.seeds, autotune=self.autotune, alone=self.alone)
+                        seeds=self.seeds, autotune=self.autotune, alone=self.alone,
+                        startup_s=round(self.phases_s.get("startup", 0.0), 3),
+                        verification_s=round(self.phases_s.get("verification", 0.0), 3),
+                        timing_s=round(self.phases_s.get("timing", 0.0), 3))
 
 
 def refs_for(claim, role: str) -> dict[str, str]:
@@ -90,9 +94,18 @@ def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None], *, coo
     found = _Found(seeds=job.seeds)
     rejections: list[str] = []
     log_fd = os.open(job.log_path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o644) if job.log_path else os.open(os.devnull, os.O_WRONLY)
+    phase, phase_t0 = "startup", time.monotonic()
+
+    def enter(name: str) -> None:  # each phase's wall seconds go into the record (budgets from costs)
+        nonlocal phase, phase_t0
+        now = time.monotonic()
+        found.phases_s[phase] = found.phases_s.get(phase, 0.0) + now - phase_t0
+        phase, phase_t0 = name, now
+
     try:
         _start(s, job, log_fd, say=say, found=found, coord=coord, group=group)
         found.load_reference = _load_reference(s)
+        enter("verification")
         rejections += seed_check(s, job.claim, job.seeds["sensitivity"], measured=job.measured, coord=coord)
         if not rejections:
             corr, rej = run_trials(s, job.claim, device=job.device, dtype=job.dtype, seeds=job.seeds["trials"],
@@ -101,6 +114,7 @@ def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None], *, coo
             rejections += rej
             passed = all(coord.gather(bool(corr.passed))) if coord.world > 1 else corr.passed
             if job.measured and passed and not rejections:
+                enter("timing")
                 rejections += _timed(s, job, say, found=found, coord=coord, stop=stop)
     except ClaimEnded as e:
         found.alone = True  # no other rank knows: a multi-rank run must stop the whole group
@@ -122,6 +136,7 @@ def orchestrate(job: Job, server: ForkServer, say: Callable[[str], None], *, coo
         else:
             found.outcome, found.outcome_reason, found.alone = "error", _died(s, str(e), job.log_path), True
     finally:
+        enter("done")
         os.close(log_fd)
         strays = _detached(s)
         server.kill_all()
