@@ -51,6 +51,7 @@ from conftest import honest_timing
 
 import claimbench
 from claimbench.gate.policy import gate_file
+from claimbench.machine import landlock
 from claimbench.machine.detect import detect
 from claimbench.options import RunOptions, TimingLimits
 from claimbench.runner import run_one
@@ -397,9 +398,10 @@ def _junit_cases(junit: Path) -> dict[str, str]:
 KILLERS = [
     pytest.param("kill_parent_hidden", id="kill_parent_hidden"),
     pytest.param("kill_ancestors_hidden", id="kill_ancestors_hidden", marks=[
-        pytest.mark.skipif(shutil.which("bwrap") is None, reason=(
-            "without bubblewrap nothing keeps a same-user process from signalling its ancestors: the "
-            "design's answer is bwrap's PID namespace"))]),
+        pytest.mark.skipif(shutil.which("bwrap") is None and landlock.abi() < 6, reason=(
+            "without bubblewrap or Landlock's signal scope (ABI 6, Linux 6.12) nothing keeps a same-user "
+            "process from signalling its ancestors: the design's answers are bwrap's PID namespace and the "
+            "Landlock domain each side confines itself to"))]),
 ]
 
 
@@ -414,6 +416,9 @@ def test_pytest_claims_session_survives_a_kernel_that_kills(tmp_path, hw, name):
     finally:
         _kill(_strays(project))
     tail = (proc.stdout + proc.stderr)[-2000:]
-    assert proc.returncode == 1, f"pytest ended with {proc.returncode}: {tail}"
+    confined_only = name == "kill_ancestors_hidden" and shutil.which("bwrap") is None
+    assert proc.returncode == (0 if confined_only else 1), f"pytest ended with {proc.returncode}: {tail}"
     assert junit.is_file(), f"no JUnit report: {tail}"
-    assert _junit_cases(junit) == {"a-killer": "failed", "b-honest-after": "passed"}, tail
+    # inside bwrap the killer reaches its fork server and its item fails; under Landlock every kill of a
+    # process outside the side's domain is refused (EPERM), which this one swallows, so it ran honestly
+    assert _junit_cases(junit) == {"a-killer": "passed" if confined_only else "failed", "b-honest-after": "passed"}, tail

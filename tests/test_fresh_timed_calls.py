@@ -62,9 +62,13 @@ def test_stale_or_distinguishable_timed_calls_never_verify(cheat_root, cheat_ser
         monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])
     path = write_claim(cheat_root, f"{name.replace('_', '-')}-{rules}", name, template=template,
                        **{"value": "1.5", **extra})
-    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
+    # the cgroup move is the census's to catch: without a sandbox, where the kernel can make it (under
+    # Landlock the kernel refuses the write to /sys: test_landlock_refuses_the_throttle below)
+    unconfined = name == "throttle_rival"
+    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING),
+                      sandbox="none" if unconfined else "auto")
     _remove_throttle_group()
-    out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)
+    out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=None if unconfined else cheat_servers)
     landed = os.path.isdir(f"{THROTTLE_GROUP}/landed")
     _remove_throttle_group()  # its processes are gone with the claim
     assert out.status != S.VERIFIED, f"{name}: {out.reason}"
@@ -78,3 +82,22 @@ def test_stale_or_distinguishable_timed_calls_never_verify(cheat_root, cheat_ser
         assert "cgroup" in out.reason, out.reason
     if out.value is not None and not out.reason.startswith("machine busy"):
         assert out.value < 1.5 * 0.95, out.reason  # what the run measured is the honest work's number
+
+
+def test_landlock_refuses_the_throttle(cheat_root, cheat_servers, monkeypatch):
+    """The same cheat under Landlock (the sandbox a machine without bubblewrap gets): its write to
+    /sys is refused, so nothing is throttled, and no number comes from it."""
+    from claimbench.gate import policy
+    from claimbench.machine import landlock
+
+    if landlock.abi() < 1 or not (os.geteuid() == 0 and os.access(f"{CGROUP_V1_CPU}/cgroup.procs", os.W_OK)):
+        pytest.skip("needs Landlock, root and a writable cgroup v1 cpu controller (where the attack could land)")
+    monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])
+    path = write_claim(cheat_root, "throttle-rival-landlock", "throttle_rival", template=MATMUL, value="1.5")
+    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING),
+                      sandbox="landlock")
+    _remove_throttle_group()
+    out = run_one(path, cheat_root, detect(cheat_root), opts=opts)
+    landed = os.path.isdir(f"{THROTTLE_GROUP}/landed")
+    _remove_throttle_group()
+    assert not landed and out.status != S.VERIFIED, (out.status, out.reason)

@@ -156,6 +156,20 @@ def test_without_a_sandbox_a_kernel_that_writes_into_results_is_an_error_and_und
     assert list((project / "results/.quarantine").rglob("forged.json"))
 
 
+def test_under_landlock_the_project_is_read_only_and_nothing_is_undone(project, hw):
+    """Landlock (no bubblewrap needed): the kernel's write into results/ is refused by the kernel of
+    the OS, the claim ends in error with that refusal, and there is nothing to undo or quarantine."""
+    from claimbench.machine import landlock
+    if landlock.abi() < 1:
+        pytest.skip("this kernel has no Landlock")
+    out = run_one(_writes_record_claim(project, "writes-record-landlock"), project, hw,
+                  opts=opts(project, sandbox="landlock"))
+    assert out.status == Status.ERROR and "Permission denied" in out.reason, out.reason
+    assert "changed files" not in out.reason, out.reason
+    assert not (project / "results/records/forged").exists()
+    assert load_record(out.record_path).protocol["sandbox"] == "landlock"
+
+
 def test_inside_bwrap_the_project_is_read_only(project, hw):
     from claimbench.orchestrator.sandbox import bwrap_works
     if not bwrap_works()[0]:

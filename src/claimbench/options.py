@@ -69,8 +69,8 @@ OPTIONS: tuple[Option, ...] = (
            "CPUs); off: check every claim's correctness at its check shapes and time none (the tests' mode)",
            default="gate", choices=TIMING_MODES),
     Option("threads", "CPU threads for each side process (default: all cores)", type=int, metavar="N"),
-    Option("sandbox", "run the claims' processes inside bubblewrap: auto (when it works here), bwrap (required), none",
-           default="auto", choices=("auto", "bwrap", "none")),
+    Option("sandbox", "confine the claims' processes: auto (bubblewrap when it works here, else Landlock), "
+           "bwrap or landlock (required), none", default="auto", choices=("auto", "bwrap", "landlock", "none")),
     Option("max-memory", "address-space limit of each CPU side process in GiB (default: 3/4 of the machine)",
            type=float, metavar="GIB"),
     Option("ceilings", "folder for the measured ceilings cache (default: $XDG_CACHE_HOME/claimbench)", metavar="DIR"),

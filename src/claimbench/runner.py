@@ -189,7 +189,11 @@ def _measure(claim: Claim, claim_path: Path, root: Path, *, hw: Hardware, opts: 
         runs.append(one)
         if not one.passed:
             break
-    touched = _undo_file_changes(root, watched, before, results=opts.results, servers=servers)
+    if sandbox.confines_writes and claim.hardware.count == 1:
+        # its processes could not write here: what changed is somebody else's, and stays (issue 25)
+        touched, _ = [], _others_changes(root, watched, before, say=say)
+    else:
+        touched = _undo_file_changes(root, watched, before, results=opts.results, servers=servers)
     touched_reason = ("the claim's processes changed files they must not touch: " + ", ".join(touched[:5])
                       + ("" if len(touched) <= 5 else f" and {len(touched) - 5} more")
                       + " (put back as they were when the run began; each changed version and each new file is "
@@ -197,7 +201,7 @@ def _measure(claim: Claim, claim_path: Path, root: Path, *, hw: Hardware, opts: 
                       ) if touched else ""
     ctx = RunContext(claim=record_claim, claim_path=Path(claim_path), root=root, hw=hw, matched=ok, why=why,
                      dtype=dtype, device=device, ceilings=ceilings, touched=touched_reason,
-                     sandbox=sandbox.kind if sandbox.kind == "bwrap" else f"none: {sandbox.why}", point=point)
+                     sandbox=sandbox.kind if sandbox.kind != "none" else f"none: {sandbox.why}", point=point)
     rec = assemble_record(ctx, runs)
     try:
         path = write_record(opts.results, rec)
@@ -282,6 +286,19 @@ def _census_blind_to(results: Path, root: Path) -> bool:
     if not res.is_relative_to(top):
         return False
     return any(part in filecensus.SKIP_DIRS for part in res.relative_to(top).parts)
+
+
+def _others_changes(root: Path, watched: list[Path], before: dict, *, say: Callable[[str], None]) -> list[str]:
+    """What changed under the watched folders while a confined claim ran: not its doing, so left as
+    it is and only said (an editor's save, an ingest or publish in another shell)."""
+    seen: list[str] = []
+    for w in watched:
+        changed, planted, removed = filecensus.changes(before[str(w)], filecensus.snapshot(w))
+        seen += [os.path.relpath(p, root) for p in changed + planted + removed]
+    if seen:
+        say(f"{len(seen)} file(s) changed during the run by another process, left as they are: "
+            + ", ".join(seen[:5]) + (" ..." if len(seen) > 5 else ""))
+    return seen
 
 
 def _undo_file_changes(root: Path, watched: list[Path], before: dict, *, results: Path, servers) -> list[str]:

@@ -54,11 +54,18 @@ def run(args) -> int:
     say = make(time.monotonic(), args.quiet)
     opts = dataclasses.replace(opts, progress=say)
 
-    if args.sandbox == "auto":
-        from claimbench.orchestrator.sandbox import bwrap_works
-        works, why = bwrap_works()
-        if not works:  # said once, before any claim's code runs: it runs with the user's rights
-            print(f"claimbench: no sandbox: {why}; the claims' code runs with your rights, and their numbers are "
+    if args.sandbox in ("auto", "none"):  # said once, before any claim's code runs
+        from claimbench.orchestrator.sandbox import SandboxUnavailable, choose
+        try:
+            box = choose(args.sandbox, cuda=False)
+        except SandboxUnavailable:
+            box = None
+        if box is not None and box.kind == "landlock":
+            print(f"claimbench: sandbox: Landlock ({box.why}): the claims' processes may write only their scratch "
+                  "folder; they still see the machine and its network (README: What a run does not catch)",
+                  file=sys.stderr)
+        elif box is not None and box.kind == "none":
+            print(f"claimbench: no sandbox: {box.why}; the claims' code runs with your rights, and their numbers are "
                   "labelled 'no sandbox' (README: What a run does not catch)", file=sys.stderr)
 
     def select(found, hw):

@@ -67,12 +67,13 @@ def _is_dir(st: tuple) -> bool:
 
 BACKUP_MAX_BYTES = 256 << 20
 BACKUP_PREFIX = "claimbench-backup-"
+SCRATCH_PREFIX = "claimbench-sides-"  # a landlock run's scratch folder (orchestrator/processes.py)
 
 
 def sweep_backups() -> list[Path]:
-    """Remove the backup folders of runs that were killed (`kill -9` skips every cleanup): each
-    folder is named after the process that made it, and one whose process is gone holds copies of
-    untracked files nobody will restore. Only this user's folders; returns what was removed, so the
+    """Remove the backup and scratch folders of runs that were killed (`kill -9` skips every
+    cleanup): each folder is named after the process that made it, and one whose process is gone
+    holds copies of untracked files nobody will restore, or a dead side's caches. Only this user's folders; returns what was removed, so the
     run can say so (issue 25: they were left in the temporary folder for good)."""
     import tempfile
 
@@ -83,9 +84,10 @@ def sweep_backups() -> list[Path]:
     except OSError:
         return []
     for e in entries:
-        if not e.name.startswith(BACKUP_PREFIX) or not e.is_dir(follow_symlinks=False):
+        prefix = next((p for p in (BACKUP_PREFIX, SCRATCH_PREFIX) if e.name.startswith(p)), None)
+        if prefix is None or not e.is_dir(follow_symlinks=False):
             continue
-        pid = e.name[len(BACKUP_PREFIX):].split("-", 1)[0]
+        pid = e.name[len(prefix):].split("-", 1)[0]
         try:
             if not pid.isdigit() or e.stat(follow_symlinks=False).st_uid != os.getuid() or census.alive(int(pid)):
                 continue

@@ -239,6 +239,7 @@ class Ready(_Msg):
     kind: Literal["ready"] = "ready"
     pid: int
     versions: dict[str, Optional[str]] = {}
+    confined: int = 0                          # the Landlock ABI it confined itself with (sent before claim code loads)
 
 
 class Loaded(_Msg):
@@ -319,6 +320,16 @@ class Done(_Msg):
 
 
 # -- orchestrator <-> fork server ------------------------------------------------------------
+class Confine(_Model):
+    """What a side confines itself to with Landlock before any claim code loads (machine/landlock.py):
+    it may write beneath ``writable`` only, and proves a write beneath ``protected`` (the project)
+    fails; ``scratch`` is where its HOME, TMPDIR and the compilers' caches point."""
+
+    writable: list[str]
+    protected: str
+    scratch: str
+
+
 class Spawn(_Msg):
     """Fork a side: fds are [its channel end, its log file]."""
 
@@ -326,6 +337,7 @@ class Spawn(_Msg):
     role: Role
     env: dict[str, str] = {}
     max_memory_bytes: Optional[int] = None     # RLIMIT_AS, for CPU sides (CUDA reserves address space)
+    confine: Optional[Confine] = None          # the landlock sandbox: confined before it says Ready
 
 
 class Spawned(_Msg):

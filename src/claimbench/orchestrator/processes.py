@@ -33,7 +33,8 @@ class ForkServer:
         log_path.parent.mkdir(parents=True, exist_ok=True)
         self.log = open(log_path, "ab")
         argv = sandbox.wrap([sys.executable, "-m", "claimbench.side.server", str(theirs.fileno())], root)
-        self.sandbox = sandbox
+        self.sandbox, self.root = sandbox, root
+        self.scratch = _scratch(root) if sandbox.kind == "landlock" else None
         self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), env=env, cwd=str(root),
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -62,7 +63,7 @@ class ForkServer:
     @property
     def host_pid(self) -> int:
         """The server's pid as the orchestrator sees it (inside bwrap it is a grandchild)."""
-        if self.sandbox.kind == "none":
+        if self.sandbox.kind != "bwrap":  # no PID namespace of its own
             return self.proc.pid
         return host_pid(self.pid_inside or 0, census.tree([self.proc.pid]))
 
@@ -76,8 +77,11 @@ class ForkServer:
         by the server is a ProtocolError."""
         self.wait_ready()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        confine = (m.Confine(writable=[self.scratch, "/dev"], protected=str(self.root), scratch=self.scratch)
+                   if self.scratch else None)
         try:
-            reply, fds = self.ctl.request(m.Spawn(role=role, env=env, max_memory_bytes=max_memory_bytes),
+            reply, fds = self.ctl.request(m.Spawn(role=role, env=env, max_memory_bytes=max_memory_bytes,
+                                                  confine=confine),
                                           m.Spawned, fds=(theirs.fileno(), log_fd), timeout_s=timeout_s)
         except SideFailed as e:  # the server refused: the claim ends in error, with its words
             ours.close()
@@ -89,7 +93,7 @@ class ForkServer:
             theirs.close()
         for fd in fds:
             os.close(fd)
-        pid = reply.pid if self.sandbox.kind == "none" else host_pid(reply.pid, census.tree([self.proc.pid]))
+        pid = reply.pid if self.sandbox.kind != "bwrap" else host_pid(reply.pid, census.tree([self.proc.pid]))
         side = SideProcess(role, pid, Channel(ours, f"the {role} side"))
         try:
             hello, fds = side.channel.recv(timeout_s)
@@ -97,6 +101,8 @@ class ForkServer:
                 os.close(fd)
             if not isinstance(hello, m.Ready):
                 raise ChannelClosed(f"the {role} side answered {hello.kind!r} instead of ready")
+            if confine is not None and hello.confined < 1:  # fail closed: the record would say landlock
+                raise ProtocolError(f"the {role} side did not confine itself with Landlock")
         except BaseException:
             side.channel.close()
             raise
@@ -131,6 +137,9 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             pass
         self.log.close()
+        if self.scratch:  # every side is gone: its caches and temporary files go with them
+            import shutil
+            shutil.rmtree(self.scratch, ignore_errors=True)
 
 
 def host_pid(inner: int, candidates: list[int]) -> int:
@@ -213,6 +222,20 @@ class SideProcess:
         """Whether the side's main process still exists and is not a zombie."""
         s = census.stat(self.pid)
         return s is not None and s.state not in ("Z", "X")
+
+
+def _scratch(root: Path) -> str:
+    """A landlock run's scratch folder (the sides' HOME, TMPDIR and caches), the only place its sides
+    may write; never inside the project, which they must not change. Named after this process, so a
+    run killed with `kill -9` leaves one the next run removes (filecensus.sweep_backups)."""
+    import tempfile
+
+    from claimbench.orchestrator.filecensus import SCRATCH_PREFIX
+
+    base = tempfile.gettempdir()
+    if Path(base).resolve().is_relative_to(root.resolve()):
+        base = "/tmp"
+    return tempfile.mkdtemp(prefix=f"{SCRATCH_PREFIX}{os.getpid()}-", dir=base)
 
 
 def _signal(pid: int, sig: int) -> None:

@@ -3,10 +3,13 @@
 bubblewrap (`bwrap`, packaged by Debian and used by Flatpak) gives the claim's processes a
 read-only view of the whole file system (the project and results/ included), a private /tmp, its
 own PID namespace (it cannot see or signal the orchestrator, pytest or anything else), no network
-for single-machine claims, and death with its parent. Without it, the fallback is what Linux gives
-without privileges: the fork server as child subreaper, a memory limit, a census of the files the
-run must not change, and records written only after every claim process is gone. The record says
-which one ran.
+for single-machine claims, and death with its parent. Without it, Landlock (Linux 5.13+, nothing to
+install, no privilege: machine/landlock.py) confines each side before its claim code loads: it may
+write only the run's scratch folder and the device nodes, and signal only its own processes, so
+the project and results are read-only to it and a change there during the run is somebody else's.
+Without either, the fallback is what Linux gives without privileges: the fork server as child
+subreaper, a memory limit, a census of the files the run must not change (undone afterwards), and
+records written only after every claim process is gone. The record says which one ran.
 """
 
 from __future__ import annotations
@@ -25,10 +28,16 @@ from typing import Optional
 class Sandbox:
     """The sandbox a fork server's processes run in and what it lets through; `kind` goes into the record."""
 
-    kind: str                      # "bwrap" | "none"
-    why: str = ""                  # why not bwrap, when kind is "none"
+    kind: str                      # "bwrap" | "landlock" | "none"
+    why: str = ""                  # why not bwrap (landlock) or neither (none)
     cuda: bool = False
     network: bool = False
+
+    @property
+    def confines_writes(self) -> bool:
+        """The claim's processes cannot write the project or the results: a change found there after
+        the run is somebody else's, never to be undone (issue 25)."""
+        return self.kind in ("bwrap", "landlock")
 
     def wrap(self, argv: list[str], root: Path) -> list[str]:
         """``argv`` behind bwrap's options (unchanged when kind is "none"): read-only /, private /tmp with a
@@ -62,19 +71,25 @@ def _under_tmp(paths: list[Path]) -> list[Path]:
 
 
 def choose(mode: str, *, cuda: bool, network: bool = False) -> Sandbox:
-    """``mode``: "auto" (bwrap if it works here), "bwrap" (required) or "none"."""
+    """``mode``: "auto" (bwrap if it works here, else Landlock, else none), "bwrap" or "landlock"
+    (required) or "none"."""
     if mode == "none":
         return Sandbox("none", "turned off (--sandbox none)")
-    ok, why = bwrap_works()
+    ok, why = bwrap_works() if mode != "landlock" else (False, "--sandbox landlock")
     if ok:
         return Sandbox("bwrap", cuda=cuda, network=network)
     if mode == "bwrap":
         raise SandboxUnavailable(f"--sandbox bwrap: {why}")
-    return Sandbox("none", why)
+    from claimbench.machine.landlock import abi
+    if abi() >= 1:
+        return Sandbox("landlock", why, cuda=cuda, network=network)
+    if mode == "landlock":
+        raise SandboxUnavailable("--sandbox landlock: this kernel has no Landlock (Linux 5.13 or later)")
+    return Sandbox("none", f"{why}; and this kernel has no Landlock (Linux 5.13 or later)")
 
 
 class SandboxUnavailable(Exception):
-    """--sandbox bwrap was asked for and bwrap cannot run here; "auto" falls back to none instead."""
+    """--sandbox bwrap or landlock was asked for and cannot run here; "auto" falls back instead."""
 
 
 _PROBE: Optional[tuple[bool, str]] = None

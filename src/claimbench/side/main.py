@@ -18,11 +18,12 @@ from claimbench.orchestrator.channel import Channel, ChannelClosed
 from claimbench.side.calls import ClaimCodeError
 
 
-def serve(sock: socket.socket, role: str) -> None:
-    """The side's loop on ``sock``: Ready, then one reply per request until Bye or a closed channel, when
-    the process exits. A failure is replied as Failed, never raised."""
+def serve(sock: socket.socket, role: str, *, confined: int = 0) -> None:
+    """The side's loop on ``sock``: Ready (saying whether it confined itself, before claim code can
+    say anything), then one reply per request until Bye or a closed channel, when the process exits.
+    A failure is replied as Failed, never raised."""
     ch = Channel(sock, "orchestrator")
-    ch.send(m.Ready(pid=os.getpid(), versions=_versions()))
+    ch.send(m.Ready(pid=os.getpid(), versions=_versions(), confined=confined))
     handler: Any = None
     while True:
         try:

@@ -105,12 +105,33 @@ def _fork_side(msg, fds: list[int], ctl_fd: int) -> int:
             resource.setrlimit(resource.RLIMIT_AS, (msg.max_memory_bytes, msg.max_memory_bytes))
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
+        confined = _confine(msg.confine) if msg.confine is not None else 0
         from claimbench.side.main import serve
-        serve(socket.socket(fileno=chan_fd), msg.role)
+        serve(socket.socket(fileno=chan_fd), msg.role, confined=confined)
     except BaseException:
         import traceback
         traceback.print_exc()
     os._exit(70)
+
+
+def _confine(spec) -> int:
+    """The landlock sandbox, before anything of the claim's loads: caches and temporary files go to
+    the run's scratch folder, then the kernel refuses every write elsewhere (machine/landlock.py).
+    A side that cannot confine itself exits here: the record would say it was confined."""
+    from claimbench.machine import landlock
+
+    for key in ("HOME", "TMPDIR", "XDG_CACHE_HOME"):
+        os.environ[key] = spec.scratch
+    for key, sub in (("TRITON_CACHE_DIR", "triton"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
+                     ("CUPY_CACHE_DIR", "cupy"), ("CUDA_CACHE_PATH", "nv")):
+        os.environ[key] = os.path.join(spec.scratch, sub)
+    import tempfile
+    tempfile.tempdir = None  # read TMPDIR again
+    try:
+        return landlock.confine([*spec.writable, f"/proc/{os.getpid()}"], protected=spec.protected)
+    except landlock.ConfineError as e:
+        print(f"the side could not confine itself with Landlock: {e}", file=sys.stderr, flush=True)
+        os._exit(71)
 
 
 def _open_fds() -> list[int]:
