@@ -58,9 +58,9 @@ CAP_S = {"smoke": 60, "env": 20, "ceilings": 45, "fidelity": 100, "repeat": 120,
          "claims": 1e9}
 # The CPU rehearsal: a claim's process costs 5-15 s on a small CPU machine, so the stages that run
 # claims get most of it; the GPU measurements it skips cost nothing there.
-DRY_WEIGHTS = {"smoke": 14, "env": 3, "ceilings": 4, "fidelity": 12, "repeat": 30, "cheats": 28, "racecheck": 5,
+DRY_WEIGHTS = {"smoke": 30, "env": 3, "ceilings": 4, "fidelity": 12, "repeat": 30, "cheats": 28, "racecheck": 5,
                "claims": 18}
-DRY_MIN_S = {"smoke": 12, "env": 3, "ceilings": 4, "fidelity": 8, "repeat": 10, "cheats": 10, "racecheck": 4,
+DRY_MIN_S = {"smoke": 25, "env": 3, "ceilings": 4, "fidelity": 8, "repeat": 10, "cheats": 10, "racecheck": 4,
              "claims": 10}
 RESERVE_S = 6.0   # packing and the summary at the end
 GRACE_S = 5.0     # past its deadline a stage's process group is killed
