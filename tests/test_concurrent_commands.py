@@ -32,29 +32,41 @@ def _cli(root: Path, *args: str) -> list[str]:
 ENV = {**os.environ, "PYTHONPATH": SRC}
 
 
-def test_a_run_with_ingest_publish_and_edits_beside_it_loses_none_of_them(tmp_path):
+def _project(tmp_path: Path) -> Path:
+    """The fixture project with a CPU claim of its own, committed, README.md included."""
     root = rk.copy_tree(tmp_path / "proj")
     for name in ("rowsum.py", "rowsum_kernel.py"):
         shutil.copy(FIXTURES / "kernels" / name, root / "kernels" / name)
     shutil.copy(FIXTURES / "claims" / "valid" / "rowsum-cpu.yaml", root / "claims" / "rowsum-cpu.yaml")
     (root / "README.md").write_text("the project\n")
     rk.commit_all(root, "a CPU claim beside the fixture's")
-    (root / "README.md").write_text("the project, with an uncommitted edit made before the run\n")
-    made = write_record(tmp_path / "artifact", rk.build(root, "softmax-online", created="2026-11-20T09:00:00.000000Z",
-                                                        kernel_us=150, baseline_us=243, seed=40))
+    return root
 
+
+def _run_into_its_window(root: Path, *extra: str) -> tuple[subprocess.Popen, list[str]]:
+    """`claimbench run` of the CPU claim, read until its claim's window is open (its trials began)."""
     run = subprocess.Popen(_cli(root, "run", "claims/rowsum-cpu.yaml", "--threads", "1", "--max-time-s", "1",
-                                "--warmup-s", "0.1"), cwd=root, env=ENV, stdout=subprocess.PIPE,
+                                "--warmup-s", "0.1", *extra), cwd=root, env=ENV, stdout=subprocess.PIPE,
                            stderr=subprocess.STDOUT, text=True)
     lines: list[str] = []
     assert run.stdout is not None
     deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # until the claim's window is open
+    while time.monotonic() < deadline:
         line = run.stdout.readline()
         lines.append(line)
         if "correctness" in line or not line:
             break
     assert any("correctness" in x for x in lines), "".join(lines)
+    return run, lines
+
+
+def test_a_run_with_ingest_publish_and_edits_beside_it_loses_none_of_them(tmp_path):
+    root = _project(tmp_path)
+    (root / "README.md").write_text("the project, with an uncommitted edit made before the run\n")
+    made = write_record(tmp_path / "artifact", rk.build(root, "softmax-online", created="2026-11-20T09:00:00.000000Z",
+                                                        kernel_us=150, baseline_us=243, seed=40))
+
+    run, lines = _run_into_its_window(root)
     ingest = subprocess.run(_cli(root, "ingest", str(made.parent.parent)), cwd=root, env=ENV, capture_output=True,
                             text=True, timeout=300)
     publish = subprocess.run(_cli(root, "publish"), cwd=root, env=ENV, capture_output=True, text=True, timeout=300)
@@ -82,23 +94,8 @@ def test_an_edit_saved_during_a_confined_run_stays_and_is_not_blamed_on_the_clai
     if landlock.abi() < 1 and not shutil.which("bwrap"):
         import pytest
         pytest.skip("neither Landlock nor bubblewrap here: the run cannot tell the claim's writes from yours")
-    root = rk.copy_tree(tmp_path / "proj")
-    for name in ("rowsum.py", "rowsum_kernel.py"):
-        shutil.copy(FIXTURES / "kernels" / name, root / "kernels" / name)
-    shutil.copy(FIXTURES / "claims" / "valid" / "rowsum-cpu.yaml", root / "claims" / "rowsum-cpu.yaml")
-    (root / "README.md").write_text("the project\n")
-    rk.commit_all(root, "a CPU claim beside the fixture's")
-    run = subprocess.Popen(_cli(root, "run", "claims/rowsum-cpu.yaml", "--threads", "1", "--max-time-s", "1",
-                                "--warmup-s", "0.1", "--repeat", "1"), cwd=root, env=ENV, stdout=subprocess.PIPE,
-                           stderr=subprocess.STDOUT, text=True)
-    lines: list[str] = []
-    assert run.stdout is not None
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:  # until the claim's window is open
-        line = run.stdout.readline()
-        lines.append(line)
-        if "correctness" in line or not line:
-            break
+    root = _project(tmp_path)
+    run, lines = _run_into_its_window(root, "--repeat", "1")
     (root / "README.md").write_text("the project, edited in an editor while the claim ran\n")
     (root / "notes.txt").write_text("a new file saved meanwhile\n")
     out, _ = run.communicate(timeout=300)
