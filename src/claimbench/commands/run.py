@@ -55,16 +55,13 @@ def run(args) -> int:
     opts = dataclasses.replace(opts, progress=say)
 
     if args.sandbox in ("auto", "none"):  # said once, before any claim's code runs
-        from claimbench.orchestrator.sandbox import SandboxUnavailable, choose
-        try:
-            box = choose(args.sandbox, cuda=False)
-        except SandboxUnavailable:
-            box = None
-        if box is not None and box.kind == "landlock":
+        from claimbench.orchestrator.sandbox import choose
+        box = choose(args.sandbox, cuda=False)  # "auto" and "none" always have an answer
+        if box.kind == "landlock":
             print(f"claimbench: sandbox: Landlock ({box.why}): the claims' processes may write only their scratch "
                   "folder; they still see the machine and its network (README: What a run does not catch)",
                   file=sys.stderr)
-        elif box is not None and box.kind == "none":
+        elif box.kind == "none":
             print(f"claimbench: no sandbox: {box.why}; the claims' code runs with your rights, and their numbers are "
                   "labelled 'no sandbox' (README: What a run does not catch)", file=sys.stderr)
 

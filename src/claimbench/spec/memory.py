@@ -86,10 +86,6 @@ def gib(n: int) -> str:
     return f"{n / GiB:.2f} GiB"
 
 
-def _names(params: Mapping[str, Scalar], itemsize: int) -> dict[str, Scalar]:
-    return {**params, ITEMSIZE: itemsize}
-
-
 def _output_itemsize(claim: Claim) -> int:
     return max(4, ITEMSIZES.get(claim.precision.dtype, 4))  # errs high: a bf16 output counted as float32
 
@@ -105,7 +101,7 @@ def estimate_at(claim: Claim, params: Mapping[str, Scalar], *, point: str = "par
     mem = claim.workload.memory
     if mem is None:
         return None
-    names = _names(params, ITEMSIZES.get(claim.precision.dtype, 4))
+    names = {**params, ITEMSIZE: ITEMSIZES.get(claim.precision.dtype, 4)}
     ops, out, ref, sides = (_count(mem, k, names) for k in ("operands_bytes", "output_elements", "reference_bytes", "sides_bytes"))
     s = _output_itemsize(claim)
     per_host = claim.hardware.count // claim.hardware.nodes  # ranks sharing one machine's memory
@@ -162,7 +158,7 @@ def declared_mismatch(claim: Claim, params: Mapping[str, Scalar], *, dtype: str,
     mem = claim.workload.memory
     if mem is None:
         return None
-    names = _names(params, ITEMSIZES.get(dtype, 4))
+    names = {**params, ITEMSIZE: ITEMSIZES.get(dtype, 4)}
     for key, seen, what in (("operands_bytes", operand_bytes, "the input set holds"),
                             ("output_elements", output_elements, "the reference has")):
         try:
