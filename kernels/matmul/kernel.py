@@ -72,7 +72,7 @@ def grouped_matmul(a: torch.Tensor, b: torch.Tensor, cfg: dict | None = None) ->
     `cfg` pins the tile config (the batch-invariant kernel uses one for every M)."""
     M, N, K = check_operands(a, b)
     c = torch.empty((M, N), device=a.device, dtype=a.dtype)
-    cfg = dict(cfg) if cfg is not None else gemm_config(a, M)
+    cfg = dict(cfg) if cfg is not None else gemm_config(a, M, N)
     grid = (triton.cdiv(M, cfg["BLOCK_M"]) * triton.cdiv(N, cfg["BLOCK_N"]),)
     grouped_kernel[grid](a, b, c, M, N, K, a.stride(0), a.stride(1), b.stride(0), b.stride(1),
                           c.stride(0), c.stride(1), IEEE=a.dtype == torch.float32, **cfg)

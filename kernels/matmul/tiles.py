@@ -74,15 +74,21 @@ def store_tile(c_ptr, acc, M, N, stride_cm, stride_cn, pid_m, pid_n,
 CONFIG_LARGE = dict(BLOCK_M=128, BLOCK_N=256, BLOCK_K=64, GROUP_M=8, num_warps=8, num_stages=3)
 CONFIG_SKINNY = dict(BLOCK_N=64, BLOCK_K=128, GROUP_M=1, num_warps=4, num_stages=4)  # BLOCK_M from M
 CONFIG_INTERPRETER = dict(BLOCK_M=32, BLOCK_N=32, BLOCK_K=32, GROUP_M=2, num_warps=1, num_stages=1)
+INTERPRETER_MAX_TILES = 1024  # above this many small tiles the interpreter takes the GPU's tiles
 
 
-def gemm_config(a: torch.Tensor, M: int) -> dict:
+def gemm_config(a: torch.Tensor, M: int, N: int) -> dict:
     """One fixed config per regime.
 
     Large: 128x256x64, 8 warps, 3 stages, GROUP_M 8 (the first config of the tutorial's list).
     Skinny (M <= 64): BLOCK_M from M, 64x128 for N and K, 4 stages; the grid needs many tiles.
+    Interpreter: 32x32x32 tiles, unless that makes more than INTERPRETER_MAX_TILES tiles. A check
+    shape that large exists to give the GPU's tiling more tiles than SMs (a persistent program
+    looping over several ragged tiles); the interpreter then launches the GPU's own tiles, which
+    is also what keeps it fast (its cost is per tile op: 1500x2900x40 takes 2 s at 128x256 tiles,
+    95 s at 32x32).
     """
-    if not gpu_tiles(a):
+    if not gpu_tiles(a) and triton.cdiv(M, 32) * triton.cdiv(N, 32) <= INTERPRETER_MAX_TILES:
         return dict(CONFIG_INTERPRETER)
     if M <= 64:
         return dict(CONFIG_SKINNY, BLOCK_M=16 if M <= 16 else (32 if M <= 32 else 64))
