@@ -77,7 +77,7 @@ def test_violation_factor_and_derived_rates():
 
 def test_measure_on_cpu_tiny():
     c = measure_ceilings("cpu", ("float32", "float64", "int32", "float8_e4m3fn"), key="cpu-x",
-                         copy_bytes=1 << 20, matmul_n=64, reps=2)
+                         copy_bytes=1 << 20, cache_bytes=1 << 20, matmul_n=64, reps=2)
     assert c.device == "cpu" and c.key == "cpu-x" and c.bandwidth_gbps > 0
     assert c.matrix_tflops["float32"] > 0 and c.matrix_tflops["float64"] > 0
     assert c.matrix_tflops["int32"] is None and c.matrix_tflops["float8"] is None
@@ -85,10 +85,14 @@ def test_measure_on_cpu_tiny():
     json.dumps(c.to_dict(), allow_nan=False)
     # the best of five interleaved passes, every pass kept, the spread of the passes stored
     passes = c.details["passes"]
-    assert all(len(v) >= C.PASSES for v in passes.values()) and set(passes) == {"copy_gbps", "read_gbps", "float32@64", "float64@64"}
+    cache = {f"cache_{s}@{(1 << 20) // n}" for s in ("copy", "read") for n in C.CACHE_SHARES}
+    assert all(len(v) >= C.PASSES for v in passes.values())
+    assert set(passes) == {"copy_gbps", "read_gbps", "float32@64", "float64@64"} | cache
     assert c.bandwidth_gbps == max(max(passes["copy_gbps"]), max(passes["read_gbps"]))
+    assert c.cache_gbps == max(max(passes[k]) for k in cache) > 0  # the best size and stream
     assert c.matrix_tflops["float32"] == max(passes["float32@64"])
-    assert set(c.spread) == {"bandwidth", "float32", "float64"} and all(0 <= v < 1 for v in c.spread.values())
+    assert set(c.spread) == {"bandwidth", "cache", "float32", "float64"} and all(0 <= v < 1 for v in c.spread.values())
+    assert Ceilings.from_dict(json.loads(json.dumps(c.to_dict()))).cache_gbps == c.cache_gbps
 
 
 def test_cpu_half_precision_needs_native_instructions(monkeypatch):
@@ -207,7 +211,8 @@ def test_the_cache_lives_in_the_user_cache_folder(tmp_path, monkeypatch):
 def _cached(hw, *, measured_at, unsettled=(), rate=1.0, bw=10.0):
     return Ceilings(key=hw.cpu.model, device="cpu", bandwidth_gbps=bw, matrix_tflops={"float32": rate},
                     measured_at=measured_at, method="test", details={"unsettled": list(unsettled)},
-                    fingerprint=C.fingerprint(hw), spread={"bandwidth": 0.01, "float32": 0.4 if unsettled else 0.01})
+                    fingerprint=C.fingerprint(hw), spread={"bandwidth": 0.01, "float32": 0.4 if unsettled else 0.01},
+                    cache_gbps=4 * bw)
 
 
 def test_unsettled_ceilings_are_measured_again_an_hour_later_and_only_raised(tmp_path, monkeypatch):
@@ -247,3 +252,41 @@ def test_ceilings_process_entry_point(tmp_path):
     out = subprocess.run([sys.executable, "-c", probe], input=job, capture_output=True, text=True, timeout=120, check=True)
     first, modules = out.stdout.strip().splitlines()
     assert json.loads(first)["matrix_tflops"] == {"float32": 1.0} and json.loads(modules) == [] and out.stderr == ""
+
+
+CPU = Ceilings(key="cpu", device="cpu", bandwidth_gbps=20.0, matrix_tflops={"float32": 1.0},
+               measured_at="2025-01-01T00:00:00+00:00", method="test", cache_gbps=80.0)
+LLC = 32e6
+
+
+def test_a_cache_resident_working_set_is_held_to_the_cache_bandwidth():
+    # 16 MB hot, in twice the cache: no DRAM floor, but 16e6 B / 80 GB/s = 200 us from the cache
+    us, why = floor_us(1e3, 16e6, CPU, dtype="float32", cold=False, working_set_bytes=16e6, cache_bytes=LLC)
+    assert us == pytest.approx(200.0) and why.startswith("cache")
+    # beyond twice the cache the DRAM floor applies as before: 100e6 / 20 GB/s = 5000 us
+    us, why = floor_us(1e3, 100e6, CPU, dtype="float32", cold=False, working_set_bytes=100e6, cache_bytes=LLC)
+    assert us == pytest.approx(5000.0) and why.startswith("memory")
+
+
+def test_no_cache_floor_below_a_quarter_of_the_cache_or_without_a_measured_cache_bandwidth():
+    us, why = floor_us(1e3, 4e6, CPU, dtype="float32", cold=False, working_set_bytes=4e6, cache_bytes=LLC)
+    assert us == pytest.approx(1e3 / 1e12 * 1e6) and "memory floor not applied" in why
+    old = Ceilings(**{**CPU.to_dict(), "cache_gbps": None})
+    us, why = floor_us(1e3, 16e6, old, dtype="float32", cold=False, working_set_bytes=16e6, cache_bytes=LLC)
+    assert "memory floor not applied" in why
+
+
+def test_the_cache_floor_uses_the_optimistic_end():
+    wide = Ceilings(**{**CPU.to_dict(), "spread": {"cache": 0.25}})
+    us, why = floor_us(1e3, 16e6, wide, dtype="float32", cold=False, working_set_bytes=16e6, cache_bytes=LLC)
+    assert us == pytest.approx(16e6 / 100e9 * 1e6) and "100 GB/s" in why
+
+
+def test_a_cached_cpu_ceiling_without_a_cache_bandwidth_measures_bandwidth_again():
+    now = datetime(2025, 1, 1, tzinfo=timezone.utc)
+    assert C._to_measure(Ceilings(**{**CPU.to_dict(), "cache_gbps": None}), ("float32",), now) == ((), True)
+    assert C._to_measure(CPU, ("float32",), now) == ((), False)
+    assert C._to_measure(H200, ("bfloat16",), now) == ((), False)  # no cache ceiling on a GPU
+    merged = C._merge(Ceilings(**{**CPU.to_dict(), "cache_gbps": None}), CPU, bandwidth=True)
+    assert merged.cache_gbps == 80.0
+    assert C._merge(CPU, Ceilings(**{**CPU.to_dict(), "cache_gbps": 60.0}), bandwidth=True).cache_gbps == 80.0

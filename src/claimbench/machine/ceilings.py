@@ -35,6 +35,9 @@ FLOOR_FACTOR = 0.9  # below 90% of the floor is impossible; the margin covers a 
                     # quite the best possible streaming kernel
 DEFAULT_DTYPES = {"cuda": ("bfloat16", "float16", "tf32", "float32", "float8", "int8", "float64"),
                   "cpu": ("float32", "float64", "bfloat16", "float16")}
+CACHE_FLOOR_MIN = 0.25    # the cache floor applies to working sets of at least this fraction of
+                          # the cache: the smallest set the cache bandwidth was measured over
+CACHE_SHARES = (32, 16, 8, 4)  # copies of cache/32 .. cache/4 per buffer give the cache bandwidth
 PASSES = 5                # interleaved passes per set; a ceiling is the best of them
 REPS = 3                  # timed calls per pass (best of), after two untimed ones
 WIDE_SPREAD = 0.10        # (best - worst) / best of a set's passes above this: measure another set
@@ -53,7 +56,8 @@ class Ceilings:
     method: str
     details: dict[str, Any] = field(default_factory=dict)
     fingerprint: str = ""                      # the machine's hardware fingerprint: the cache key
-    spread: dict[str, float] = field(default_factory=dict)  # "bandwidth" and each dtype: (best - worst) / best
+    spread: dict[str, float] = field(default_factory=dict)  # "bandwidth", "cache" and each dtype: (best - worst) / best
+    cache_gbps: Optional[float] = None         # CPU: a copy or sum whose data stays in the last-level cache
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -61,7 +65,8 @@ class Ceilings:
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> "Ceilings":
         return cls(**{k: d[k] for k in ("key", "device", "bandwidth_gbps", "matrix_tflops", "measured_at", "method")},
-                   details=d.get("details", {}), fingerprint=d.get("fingerprint", ""), spread=d.get("spread") or {})
+                   details=d.get("details", {}), fingerprint=d.get("fingerprint", ""), spread=d.get("spread") or {},
+                   cache_gbps=d.get("cache_gbps"))
 
     def optimistic(self, name: str, best: float) -> float:
         """The optimistic end of a ceiling: its best pass, raised by the passes' own spread."""
@@ -102,8 +107,11 @@ def floor_us(flops: Optional[float], bytes: Optional[float], ceilings: Ceilings,
     """The physics floor in microseconds, and which term bound it.
 
     The memory term applies to cold runs whose working set exceeds the cache, and to any run
-    whose working set exceeds twice the cache (hot data cannot stay resident then); otherwise
-    only the compute term does.
+    whose working set exceeds twice the cache (hot data cannot stay resident then). A smaller
+    working set, of at least a quarter of the cache, is held to the cache bandwidth where one was
+    measured (the CPU's): no honest stream moves its bytes faster than a copy or a sum whose data
+    stays in the cache, while a working set that small gets no floor from DRAM's bandwidth.
+    Below a quarter of the cache only the compute term applies.
     """
     rate, key = rate_tflops(ceilings, dtype)
     if flops and rate:
@@ -121,6 +129,12 @@ def floor_us(flops: Optional[float], bytes: Optional[float], ceilings: Ceilings,
         memory_why = f"memory: {bytes:.3g} B at {bandwidth:.4g} GB/s{_spread_note(ceilings, 'bandwidth', ' (')} = {memory:.4g} us"
         if memory >= compute:
             return memory, memory_why
+    elif not memory_applies and bytes and ceilings.cache_gbps and working_set_bytes >= CACHE_FLOOR_MIN * cache_bytes:
+        bandwidth = ceilings.optimistic("cache", ceilings.cache_gbps)
+        memory = bytes / (bandwidth * 1e9) * 1e6
+        if memory >= compute:
+            return memory, (f"cache: {bytes:.3g} B at {bandwidth:.4g} GB/s{_spread_note(ceilings, 'cache', ' (')}"
+                            f" = {memory:.4g} us (working set in cache: its bandwidth, not DRAM's)")
     elif not memory_applies:
         compute_why += " (working set fits in cache: memory floor not applied)"
     return compute, compute_why
@@ -204,10 +218,11 @@ def _to_measure(cached: Ceilings, dtypes: tuple[str, ...], now: Optional[datetim
         age_s = ((now or datetime.now(timezone.utc)) - datetime.fromisoformat(cached.measured_at)).total_seconds()
     except (TypeError, ValueError):
         age_s = float("inf")
+    no_cache = cached.device == "cpu" and cached.cache_gbps is None  # measured before the cache ceiling existed
     if unsettled and age_s >= RETRY_UNSETTLED_S:
         missing += [d for d in dict.fromkeys(canonical(d) for d in dtypes) if d in unsettled and d not in missing]
-        return tuple(missing), "bandwidth" in unsettled
-    return tuple(missing), False
+        return tuple(missing), no_cache or bool({"bandwidth", "cache"} & unsettled)
+    return tuple(missing), no_cache
 
 
 def load_cached(cache_dir: Path, hw: "Hardware", dtypes: tuple[str, ...]) -> Optional[Ceilings]:
@@ -231,8 +246,9 @@ def _merge(old: Ceilings, new: Ceilings, bandwidth: bool) -> Ceilings:
     passes = {**(old.details.get("passes") or {}), **(new.details.get("passes") or {})}
     details = {**old.details, **new.details, "passes": passes, "unsettled": unsettled}
     gbps = max(old.bandwidth_gbps, new.bandwidth_gbps) if bandwidth else old.bandwidth_gbps
+    caches = [c for c in (old.cache_gbps, new.cache_gbps if bandwidth else None) if c]
     return replace(old, bandwidth_gbps=gbps, matrix_tflops=rates, spread=spread, details=details,
-                   measured_at=new.measured_at, method=new.method)
+                   measured_at=new.measured_at, method=new.method, cache_gbps=max(caches) if caches else None)
 
 
 def load_or_measure(cache_dir: Path, hw: "Hardware", dtypes: Optional[tuple[str, ...]] = None,

@@ -15,6 +15,7 @@ from typing import Any, Callable, Optional
 
 from claimbench.machine.ceilings import (
     _MEASURABLE,
+    CACHE_SHARES,
     DEFAULT_DTYPES,
     MAX_SETS,
     PASSES,
@@ -191,6 +192,8 @@ def measure_ceilings(device: str, dtypes: Optional[tuple[str, ...]] = None, *, k
         measures["copy_gbps"] = lambda r: 2 * size / (copy_us(r) * 1e-6) / 1e9
         measures["read_gbps"] = lambda r: size / (read_us(r) * 1e-6) / 1e9
         details["copy_bytes"] = int(size)
+        if device == "cpu":
+            measures.update(_cache_measures(cache))
     rates: dict[str, Optional[float]] = {}
     for dt in dict.fromkeys(canonical(d) for d in dtypes):
         if dt not in _MEASURABLE or (device == "cpu" and not _cpu_native(dt)):
@@ -211,6 +214,12 @@ def measure_ceilings(device: str, dtypes: Optional[tuple[str, ...]] = None, *, k
     best = {k: max(v) for k, v in values.items()}
     out_spread: dict[str, float] = {}
     gbps = known_bandwidth_gbps
+    cache_gbps = None
+    if bandwidth and device == "cpu":
+        cache_keys = [k for k in best if k.startswith("cache_")]
+        top = max(cache_keys, key=lambda k: best[k])  # the best size and stream: the floor errs low
+        cache_gbps, out_spread["cache"] = best[top], spread[top]
+        details["cache_gbps_by"] = {k: best[k] for k in cache_keys}
     if bandwidth:
         which = max(("copy_gbps", "read_gbps"), key=lambda k: best[k])
         gbps = best[which]  # a read-only stream can beat a copy's read+write mix: the floor errs low
@@ -229,16 +238,41 @@ def measure_ceilings(device: str, dtypes: Optional[tuple[str, ...]] = None, *, k
                 rates[dt] = max(half, 2 * f32)
     details.update(passes=values, sets=sets,
                    unsettled=sorted(k for k, v in out_spread.items() if v > WIDE_SPREAD))
-    say("done: " + ", ".join([f"bandwidth {gbps:.4g} GB/s"] * bandwidth + [
+    say("done: " + ", ".join([f"bandwidth {gbps:.4g} GB/s"] * bandwidth + ([f"cache {cache_gbps:.4g} GB/s"] if cache_gbps else []) + [
         f"{k} {v:.4g} TFLOP/s" for k, v in rates.items() if v]) + " (spread " +
         ", ".join(f"{k} {v:.1%}" for k, v in out_spread.items()) + ")")
-    method = (f"bandwidth: dst.copy_(src), bytes read + written (or a read-only sum, if faster); matrix: "
+    method = (f"bandwidth: dst.copy_(src), bytes read + written (or a read-only sum, if faster); cache (cpu): the "
+              f"same at cache/{max(CACHE_SHARES)} to cache/{min(CACHE_SHARES)} per buffer, the best; matrix: "
               f"torch.matmul (torch._scaled_mm fp8, torch._int_mm int8) n^3 random data; each the best of "
               f"{passes} interleaved passes of best-of-{reps} calls, more sets while a spread exceeds "
               f"{WIDE_SPREAD:.0%}, on {device}")
     return Ceilings(key=key, device=device, bandwidth_gbps=gbps, matrix_tflops=rates,
                     measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"),
-                    method=method, details=details, fingerprint=fingerprint, spread=out_spread)
+                    method=method, details=details, fingerprint=fingerprint, spread=out_spread, cache_gbps=cache_gbps)
+
+
+def _cache_measures(cache: int) -> dict[str, Callable[[int], float]]:
+    """A copy and a sum at each of CACHE_SHARES' sizes, whose data stays in the last-level cache.
+
+    Several sizes, and the best one kept: a small copy pays a call's fixed cost on few bytes and
+    reads low, a large one starts to spill, and which size is best depends on the machine. A
+    ceiling set too low would reject an honest kernel; one set too high only weakens the floor.
+    """
+    import torch
+
+    out: dict[str, Callable[[int], float]] = {}
+    for share in CACHE_SHARES:
+        src = torch.rand(max(1024, cache // share // 4))
+        dst = torch.empty_like(src)
+        size = src.numel() * 4
+        out[f"cache_copy@{size}"] = _gbps(_timer(lambda s=src, d=dst: d.copy_(s), "cpu"), 2 * size)
+        out[f"cache_read@{size}"] = _gbps(_timer(lambda s=src: s.sum(), "cpu"), size)
+    return out
+
+
+def _gbps(best_us: Callable[[int], float], nbytes: int) -> Callable[[int], float]:
+    """GB/s of `nbytes` moved in the best of r calls."""
+    return lambda r: nbytes / (best_us(r) * 1e-6) / 1e9
 
 
 def _cpu_matmul_n(dtype: str, target_us: float = 100_000.0) -> int:
