@@ -16,7 +16,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT / "scripts"))
 
 import gpu_check  # noqa: E402
-from gpucheck import cbrun, fidelity, racecheck, repeat_claims  # noqa: E402
+from gpucheck import cbrun, fidelity, plan, racecheck, repeat_claims  # noqa: E402
 
 NCU_CSV = """\
 ==PROF== Connected to process 4242 (/opt/torch/.venv/bin/python3.12)
@@ -161,3 +161,16 @@ def test_run_cmd_timeout_kills_children_in_their_own_session(tmp_path):
         time.sleep(0.1)
     else:
         raise AssertionError(f"child {child} outlived the time limit")
+
+
+def test_a_side_that_calls_torch_compile_pays_a_compile_per_shape_and_goes_last(tmp_path):
+    """A call of `torch.compile` in a side's module (not a mention in its docstring) costs
+    GRAPH_COMPILE_S per shape, and the claim is no longer among the certain ones."""
+    sparse = plan.cost(ROOT / "claims" / "block-sparse-attention-vs-flex-attention.yaml")
+    dense = plan.cost(ROOT / "claims" / "attention-flash-vs-sdpa.yaml")
+    assert not sparse.certain and dense.certain
+    assert sparse.startup_s - dense.startup_s == pytest.approx(plan.GRAPH_COMPILE_S * 4)  # 3 check shapes + its own
+    (tmp_path / "m.py").write_text('"""Calls torch.compile(f) on CUDA."""\nimport torch\n')
+    assert not plan._compiles_graph(tmp_path, "m.py:f")
+    (tmp_path / "m.py").write_text("import torch\ng = torch.compile(abs)\n")
+    assert plan._compiles_graph(tmp_path, "m.py:f")

@@ -20,7 +20,7 @@ TRITON_CLAIMS = [
     "matmul-persistent-vs-grouped", "matmul-batch-invariant-cost", "rmsnorm-batch-invariant-cost",
     "matmul-fp8-triton-vs-scaled-mm", "streamk-vs-data-parallel", "gemv-int4-vs-bf16", "roofline-copy-gbps",
     "sgemm-blocktiled-vs-cublas", "w8a8-int8-gemm-vs-bf16-cublas", "splitkv-decode-vs-single-pass",
-    "kivi-4bit-kv-decode-vs-bf16", "block-sparse-attention-vs-masked-sdpa", "moe-fused-experts-vs-loop",
+    "kivi-4bit-kv-decode-vs-bf16", "block-sparse-attention-vs-flex-attention", "moe-fused-experts-vs-grouped-mm",
 ]
 
 
