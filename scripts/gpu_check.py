@@ -205,6 +205,27 @@ def print_table(log: Log, meta: dict, rows: list[dict], tar: Path | None) -> Non
         log(f"tarball: {tar} ({tar.stat().st_size / 1e6:.2f} MB); extract at the repo root: tar xzf results.tar.gz")
 
 
+def preflight(log: Log) -> str:
+    """Import every stage module (scripts/gpucheck/*.py) in one child process before any stage
+    runs: a module that fails to import is known in the window's first seconds, not when its stage
+    is reached minutes in. Returns "" when all import, else the failure's last lines."""
+    names = sorted(p.stem for p in (ROOT / "scripts" / "gpucheck").glob("*.py") if p.stem != "__init__")
+    code = "import importlib, sys\nfor m in sys.argv[1:]:\n    importlib.import_module('gpucheck.' + m)\n"
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(ROOT / "scripts"), os.environ.get("PYTHONPATH", "")])}
+    t0 = time.monotonic()
+    try:
+        p = subprocess.run([sys.executable, "-c", code, *names], capture_output=True, text=True, timeout=120,
+                           env=env, cwd=ROOT)
+        ok, text = p.returncode == 0, (p.stdout + p.stderr).strip()
+    except subprocess.TimeoutExpired:
+        ok, text = False, "importing the stage modules took over 120 s"
+    if ok:
+        log(f"imports: the {len(names)} stage modules import ({time.monotonic() - t0:.1f} s)")
+        return ""
+    log(f"imports: FAILED: a stage module does not import; no stage is run:\n{text[-3000:]}")
+    return " ".join(text.splitlines()[-1:])[:300]
+
+
 def orchestrate(a: argparse.Namespace) -> int:
     t_start = time.time()
     out = Path(a.out).resolve()
@@ -245,6 +266,12 @@ def orchestrate(a: argparse.Namespace) -> int:
     rows: list[dict] = []
     tar = None
     try:
+        broken = preflight(log)
+        if broken:  # a module that cannot import would fail its stage minutes in: fail now, run nothing
+            rows.append({"stage": "imports", "status": "fail", "seconds": 0.0, "budget_s": 0.0, "summary": broken})
+            rows += [{"stage": s, "status": "skipped", "seconds": 0.0, "budget_s": 0.0,
+                      "summary": "a stage module does not import: fix it and rerun"} for s in stages]
+            stages = []
         for i, name in enumerate(stages):
             left = a.budget_s - (time.time() - t_start)
             budget, why = plan_budget(name, stages[i:], left, a.dry_run)

@@ -27,8 +27,12 @@ class ClaimBudget:
 
 def claim_budget(per_s: float, device: str = "cuda") -> ClaimBudget:
     """Split one claim's seconds: most to the child (inputs, correctness, rounds), a quarter of it
-    to timed rounds (0.5 to 10 s), a little to warm-up (0.2 to 1 s)."""
+    to timed rounds (0.5 to 10 s), a little to warm-up (0.2 to 1 s). A CPU rehearsal needs the
+    path, not a number: its rounds and warm-up stay at the least whatever the budget, so a larger
+    budget only gives a loaded machine room, never more work."""
     timeout = max(5.0, per_s - PARENT_OVERHEAD_S.get(device, 8.0))
+    if device != "cuda":
+        return ClaimBudget(timeout_s=round(timeout, 1), max_time_s=0.5, warmup_s=0.2, hard_s=per_s + 4.0)
     return ClaimBudget(timeout_s=round(timeout, 1), max_time_s=round(min(10.0, max(0.5, 0.25 * timeout)), 2),
                        warmup_s=round(min(1.0, max(0.2, 0.04 * timeout)), 2), hard_s=per_s + 4.0)
 
