@@ -59,6 +59,9 @@ def test_repeat_combines_processes_into_one_ci(project, hw):
     # each process's lines say which process they come from (issue 26: "trial 1/3" three times)
     trials = [line for line in said if "correctness: trial 1/" in line]
     assert [t.split(": ")[1] for t in trials] == ["process 1/2", "process 2/2"], said
+    # no --timeout-s: each process's limit comes from the claim's estimated cost, said once (issue 23)
+    limits = [line for line in said if "time limit" in line]
+    assert len(limits) == 1 and limits[0].startswith("rowsum-cpu: time limit 300 s a process, from its estimated"), said
 
 
 def test_triton_kernel_on_cpu_is_checked_under_the_interpreter(project, hw):

@@ -62,7 +62,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("hot", "CUDA: time back-to-back calls without L2 flush (a labelled number)", flag=True),
     Option("no-sweep", "measure each claim at its own params only, not the other points of its workload.sweep "
            "(those are recorded, never published)", flag=True),
-    Option("timeout-s", "per-claim time limit in seconds (default 900)", type=float, default=900.0, metavar="S"),
+    Option("timeout-s", "per-claim time limit in seconds, each process (default: from the claim's estimated cost, "
+           "4x it and at least 300 s; 900 s for a correctness check off the claim's hardware)", type=float, metavar="S"),
     Option("max-time-s", "cap on the timed rounds per claim, in seconds", type=float, metavar="S"),
     Option("warmup-s", "warm-up time per claim, in seconds", type=float, metavar="S"),
     Option("timing", "gate: timing verdicts fail the run; report: refuted and inconclusive do not (noisy shared "
@@ -107,7 +108,7 @@ class RunOptions:
     """How to run claims, whichever front end asked (CLI, pytest plugin, `reproduce`, tests)."""
 
     results: Path
-    timeout_s: float = 900.0
+    timeout_s: Optional[float] = None  # per claim process; None: from its estimated cost (`spec/cost`)
     repeat: Optional[int] = None    # processes per claim; None: precision.MIN_PROCESSES for the device (3 on a CPU)
     hot: bool = False
     sweep: bool = True              # also measure a claim's other workload.sweep points (recorded, never published)

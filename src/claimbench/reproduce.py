@@ -91,7 +91,7 @@ def changed_files(rec: Record, tree: Path) -> list[str]:
     return out
 
 
-def rerun(rec: Record, root: Path, results: Path, *, timeout_s: float = 900.0,
+def rerun(rec: Record, root: Path, results: Path, *, timeout_s: Optional[float] = None,
           progress: Optional[Callable[[str], None]] = None) -> Comparison:
     """Check out `rec`'s commit beside the user's tree, run its claim there, compare."""
     if not rec.git_commit:

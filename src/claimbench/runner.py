@@ -26,7 +26,7 @@ from claimbench.orchestrator.lock import one_claim_at_a_time
 from claimbench.orchestrator.orchestrate import orchestrate
 from claimbench.orchestrator.sandbox import default_max_memory
 from claimbench.orchestrator.seeds import draw_seeds
-from claimbench.spec import expr
+from claimbench.spec import cost, expr
 from claimbench.spec.claim import Claim
 from claimbench.stats.precision import MIN_PROCESSES
 from claimbench.stats.status import Status
@@ -163,7 +163,8 @@ def _measure(claim: Claim, claim_path: Path, root: Path, *, hw: Hardware, opts: 
     log_path.parent.mkdir(parents=True, exist_ok=True)
     job = Job(claim=claim, root=root, device=device, dtype=dtype, measured=ok, seeds=seeds,
               timing=opts.timing.overrides(), hot=opts.hot, hardware=hw.to_dict(), env=backends.child_env(names, device),
-              threads=opts.threads, timeout_s=opts.timeout_s, log_path=log_path,
+              threads=opts.threads, timeout_s=_time_limit(claim, root, opts, measured=ok, device=device, say=say),
+              log_path=log_path,
               max_memory_bytes=opts.max_memory_bytes or default_max_memory())
     watched = [root] + ([opts.results] if not Path(opts.results).resolve().is_relative_to(root.resolve()) else [])
     before = {str(w): filecensus.snapshot(w) for w in watched}
@@ -243,6 +244,22 @@ def new_run_id() -> str:
     import secrets
     import time as _time
     return _time.strftime("%Y%m%dT%H%M%SZ", _time.gmtime()) + "-" + secrets.token_hex(3)
+
+
+def _time_limit(claim: Claim, root: Path, opts: RunOptions, *, measured: bool, device: str, say) -> float:
+    """Each process's limit: `--timeout-s` when given, else from the claim's estimated cost (issue 23)."""
+    if opts.timeout_s is not None:
+        return opts.timeout_s
+    if not measured:
+        return cost.OFF_HARDWARE_LIMIT_S
+    from claimbench.orchestrator.protocol import TimingConfig
+
+    cfg = TimingConfig.for_device(device, **opts.timing.overrides())
+    est = cost.estimate(claim, root, max_time_s=cfg.max_time_s, warmup_s=cfg.warmup_s)
+    limit = cost.time_limit_s(est)
+    say(f"{claim.id}: time limit {limit:g} s a process, from its estimated {est.total_s:.0f} s (start "
+        f"{est.startup_s:g}, verification {est.verification_s:g}, timing {est.timing_s:g}; --timeout-s sets it)")
+    return limit
 
 
 def _precision_stop(claim, hw: Hardware, device: str, *, dtype: str, ceilings: Optional[dict]):

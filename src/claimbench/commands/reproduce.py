@@ -21,8 +21,8 @@ def register(sub) -> None:
     p.add_argument("record", metavar="RECORD", help="a record file (results/records/<claim>/<file>.json)")
     p.add_argument("--results", default=None, metavar="DIR",
                    help="where the new record goes (default: results/runs/, git-ignored)")
-    p.add_argument("--timeout-s", type=float, default=900.0, metavar="S",
-                   help="time limit for the rerun (default 900)")
+    p.add_argument("--timeout-s", type=float, default=None, metavar="S",
+                   help="time limit for the rerun, each process (default: from the claim's estimated cost, as `run`)")
     p.add_argument("--quiet", action="store_true", help="print no progress lines, only the comparison")
     p.set_defaults(func=run)
 
