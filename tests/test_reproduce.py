@@ -56,6 +56,22 @@ def test_comparison(old, new, same):
     assert c.lines("speedup")[-1].startswith("reproduced" if same else "not reproduced")
 
 
+def test_on_another_machine_the_verdict_is_compared_and_the_intervals_only_shown():
+    """A Xeon's record rerun on an EPYC: "not reproduced: the intervals do not overlap" was wrong,
+    since a different CPU gives a different number (issue 26); the same machine stays strict."""
+    xeon, epyc = "Intel(R) Xeon(R) Processor", "AMD EPYC"
+    moved = Comparison("inconclusive", "inconclusive", 3.0, 2.4, (2.9, 3.1), (2.2, 2.6), "why", None, xeon, epyc)
+    assert moved.reproduced and not moved.same_machine
+    lines = moved.lines("speedup")
+    assert "another machine: the record ran on Intel(R) Xeon(R) Processor, this run on AMD EPYC" in lines[-2]
+    assert "do not overlap" in lines[-2] and lines[-1] == "reproduced: the same verdict"
+    assert not Comparison("verified", "refuted", 3.0, 2.4, (2.9, 3.1), (2.2, 2.6), "why", None, xeon, epyc).reproduced
+    same = Comparison("inconclusive", "inconclusive", 3.0, 2.4, (2.9, 3.1), (2.2, 2.6), "why", None, epyc, epyc)
+    assert not same.reproduced and same.lines("speedup")[-1].startswith("not reproduced")
+    unknown = Comparison("inconclusive", "inconclusive", 3.0, 2.4, (2.9, 3.1), (2.2, 2.6), "why", None, "", epyc)
+    assert unknown.same_machine and not unknown.reproduced  # not known: the stricter reading
+
+
 @pytest.fixture
 def repo(tmp_path):
     root = make_project(tmp_path / "proj")

@@ -23,7 +23,7 @@ EXIT_CODES: dict[str, tuple[tuple[int, str], ...]] = {
     "schema": ((0, "written"),),
     "run": ((0, "every claim verified, or skipped for hardware"), (1, "any other verdict"), (2, "usage")),
     "ingest": ((0, "every record good or already present"), (1, "any refused"), (2, "usage")),
-    "reproduce": ((0, "same verdict, overlapping intervals"), (1, "anything else"), (2, "usage")),
+    "reproduce": ((0, "same verdict, and overlapping intervals on the same machine"), (1, "anything else"), (2, "usage")),
     "publish": ((0, "list written or unchanged"), (1, "the list is malformed or changed meanwhile")),
     "audit": ((0, "nothing wrong"), (1, "any problem")),
     "table": ((0, "printed"), (2, "usage")),

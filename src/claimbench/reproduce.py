@@ -22,7 +22,10 @@ from claimbench.store.record import Record, sha256_file
 
 @dataclass(frozen=True)
 class Comparison:
-    """The old record against the new run: same verdict, and intervals that overlap."""
+    """The old record against the new run: the same verdict and, on the same kind of machine,
+    intervals that overlap. On another machine (a Xeon's record rerun on an EPYC) the number is
+    expected to differ, so the verdict alone is compared and the intervals are only shown; a
+    machine that is not known on either side counts as the same, the stricter reading."""
 
     old_verdict: str
     new_verdict: str
@@ -32,6 +35,12 @@ class Comparison:
     new_ci: tuple[Optional[float], Optional[float]]
     new_reason: str
     new_record: Optional[Path]
+    old_machine: str = ""
+    new_machine: str = ""
+
+    @property
+    def same_machine(self) -> bool:
+        return not (self.old_machine and self.new_machine) or self.old_machine == self.new_machine
 
     @property
     def overlap(self) -> Optional[bool]:
@@ -46,7 +55,7 @@ class Comparison:
             return False
         if self.old_value is None and self.new_value is None:
             return True
-        return self.overlap is True
+        return self.overlap is True or not self.same_machine
 
     def lines(self, metric: str) -> list[str]:
         def val(v, ci):
@@ -58,6 +67,11 @@ class Comparison:
                f"  now     {self.new_verdict:<12} {val(self.new_value, self.new_ci)}  ({self.new_reason})"]
         if self.new_record:
             out.append(f"  new record {self.new_record}")
+        if not self.same_machine:
+            out.append(f"  another machine: the record ran on {self.old_machine}, this run on {self.new_machine}; "
+                       "a number moves with the machine, so only the verdicts are compared"
+                       + ("" if self.overlap is None else
+                          f" (the intervals {'overlap' if self.overlap else 'do not overlap'})"))
         if self.reproduced:
             out.append("reproduced: the same verdict" + (", and the intervals overlap" if self.overlap else ""))
         elif self.old_verdict != self.new_verdict:
@@ -132,4 +146,5 @@ def rerun(rec: Record, root: Path, results: Path, *, timeout_s: Optional[float] 
                             f"ended {o.status.value} ({o.reason}), and a sweep runs only after its own point passes")
         o = point
     return Comparison(rec.verdict, o.status.value, rec.value, o.value, (rec.ci_low, rec.ci_high),
-                      (o.ci_low, o.ci_high), o.reason, o.record_path)
+                      (o.ci_low, o.ci_high), o.reason, o.record_path,
+                      old_machine=str(rec.hardware.get("name") or ""), new_machine=o.hardware)
