@@ -342,3 +342,15 @@ def test_symlink_loops_and_dangling_links_are_one_line_each(tmp_path):
         f"{d}/loop.yaml:1: file: is a symlink loop; a claim is a YAML file: fix or remove the link",
         "2 claims checked: 0 passed, 2 rejected"]
     assert _cli_check(d / "loop.yaml").returncode == 1
+
+
+def test_a_speedup_a_kernel_ten_times_slower_would_verify_passes_with_a_note(tmp_path, listing):
+    """`claimed.value: 0.01` passed without a word (issue 26): allowed (a fixture any correct kernel
+    clears), but check says what it promises."""
+    low = _derived(tmp_path, "low", "  value: 0.2", "  value: 0.01")
+    r = _check(low, listing)
+    assert r.ok, [str(p) for p in r.problems]
+    (n,) = r.notes
+    assert n.key == "claimed.value" and "kernel 111x slower than its baseline" in n.message
+    assert n.line == low.read_text().splitlines().index("  value: 0.01") + 1
+    assert _check(VALID, listing).notes == ()  # 0.2 with tolerance 0.1: threshold 0.18, no note

@@ -29,6 +29,7 @@ TOLERANCE_CEILINGS = {
     "int32": 0.0, "int64": 0.0,
 }
 MAX_TOLERANCE = 0.5  # claimed.tolerance: above it, a half-size measurement reproduces the claim
+LOW_SPEEDUP = 0.1    # a speedup threshold below it is met by a kernel 10x slower than its baseline: noted
 REQUIRED_BLOCKS = ("source", "claimed") + POLICY_FIELDS
 VENDOR_WORDS = ("datasheet", "data-sheet", "data sheet", "peak", "spec sheet", "spec-sheet",
                 "marketing", "vendor", "brochure", "product brief")
@@ -63,7 +64,7 @@ def gate_file(path: Path, root: Path, listing=None) -> CheckResult:
     except ValidationError as e:
         return CheckResult(shown, None, tuple(_from_pydantic(e, doc)))
     problems = _unsafe_text(doc) + semantic(claim, doc, path, root=root, listing=listing)
-    return CheckResult(shown, claim, tuple(problems), _precision_notes(claim, doc))
+    return CheckResult(shown, claim, tuple(problems), _precision_notes(claim, doc) + _low_speedup_note(claim, doc))
 
 
 def _shown(path: Path, root: Path) -> str:
@@ -320,6 +321,18 @@ def _precision_notes(claim: Claim, doc: Document) -> tuple[Problem, ...]:
     return (Problem(doc.path, doc.line_of(("claimed", "precision_reason")), "claimed.precision_reason",
                     f"loosened: max_ci_halfwidth {c.max_ci_halfwidth:g} (the {claim.hardware.device} default is "
                     f"{default:g}), because: {reason}"),)
+
+
+def _low_speedup_note(claim: Claim, doc: Document) -> tuple[Problem, ...]:
+    """A speedup threshold far below 1 is allowed (a fixture that any correct kernel clears, a
+    kernel claimed at a fraction of a tuned library's rate) but promises little, so `check` says so."""
+    c = claim.claimed
+    low = c.value * (1 - c.tolerance)
+    if c.metric != "speedup" or low >= LOW_SPEEDUP:
+        return ()
+    return (Problem(doc.path, doc.line_of(("claimed", "value")), "claimed.value",
+                    f"speedup {c.value:g} is verified by a kernel {1 / low:.3g}x slower than its baseline "
+                    f"(threshold {low:.4g}): it promises little; claim the value you measure if you meant more"),)
 
 
 def _check_many(paths: list[Path], root: Path, listing) -> list[tuple[str, CheckResult]]:
