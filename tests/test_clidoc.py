@@ -121,7 +121,8 @@ CASES = {
     "show": {0: lambda t, p: ["--root", str(p), "show", "softmax-online"],
              1: lambda t, p: ["--root", _root(_vendor_claim(p, t)), "show", "scan-decoupled"],
              2: lambda t, p: ["--root", str(p), "show", "no-such-claim"]},
-    "schema": {0: lambda t, p: ["--root", str(t), "schema", "--stdout"]},
+    "schema": {0: lambda t, p: ["--root", str(t), "schema", "--stdout"],
+               2: lambda t, p: ["--root", str(t), "schema", "--kind", "x"]},
     "run": {1: lambda t, p: (lambda c: ["--root", _root(c), "run", str(c), "--quiet"])(_vendor_claim(p, t)),
             2: lambda t, p: ["--root", str(t), "run", str(t / "none.yaml")]},
     "reproduce": {2: lambda t, p: ["--root", str(t), "reproduce", str(t / "none.json")]},
@@ -129,14 +130,17 @@ CASES = {
                1: lambda t, p: ["--root", _git_copy(p, t), "ingest", str(_corrupt_record(t))],
                2: lambda t, p: ["--root", _git_copy(p, t), "ingest"]},  # no results/runs to read
     "publish": {0: lambda t, p: ["--root", str(_copy(p, t)), "publish"],
-                1: lambda t, p: ["--root", _broken_list(p, t), "publish"]},
+                1: lambda t, p: ["--root", _broken_list(p, t), "publish"],
+                2: lambda t, p: ["--root", str(_copy(p, t)), "publish", "--max-per-entry", "0"]},
     "audit": {0: lambda t, p: ["--root", str(p), "audit", "--no-cache"],
-              1: lambda t, p: ["--root", _broken_list(p, t), "audit", "--no-cache"]},
+              1: lambda t, p: ["--root", _broken_list(p, t), "audit", "--no-cache"],
+              2: lambda t, p: ["--root", str(p), "audit", "--results", str(t / "none")]},
     "table": {0: lambda t, p: ["--root", str(p), "table"], 2: lambda t, p: ["--root", str(p), "table", "--format", "xml"]},
     "compare": {0: lambda t, p: (lambda r: ["compare", r, r])(_one_record(p, t)),
                 1: lambda t, p: (lambda r: ["compare", str(r), str(r)])(next(_corrupt_record(t).rglob("*.json"))),
                 2: lambda t, p: ["compare", str(t / "none"), str(t / "none")]},
-    "site": {0: lambda t, p: ["--root", str(rk.copy_tree(t / "s")), "site"], 1: lambda t, p: ["--root", _broken_list(p, t), "site"]},
+    "site": {0: lambda t, p: ["--root", str(rk.copy_tree(t / "s")), "site"], 1: lambda t, p: ["--root", _broken_list(p, t), "site"],
+             2: lambda t, p: ["--root", str(p), "site", "--out", str(p)]},
 }
 # Exercised where that work is done anyway: `run` 0, `reproduce` 0 and 1 in test_reproduce.py.
 ELSEWHERE = {("run", 0), ("reproduce", 0), ("reproduce", 1)}
@@ -172,3 +176,18 @@ def test_outside_a_project_the_message_names_root(tmp_path, monkeypatch, capsys)
     assert capsys.readouterr().err == (
         f"claimbench: no claim files (*.yaml) found in {tmp_path.resolve() / 'claims'}; is this a claimbench "
         "project? run it from the project's folder or name it with `claimbench --root DIR list`\n")
+
+
+@pytest.mark.parametrize("cmd", sorted(REGISTERED))
+def test_every_help_has_a_description_its_exit_codes_and_the_readmes_placeholders(cmd, capsys):
+    """`check`, `list`, `show`, `schema`, `table` and `site` had no description, no help listed exit
+    codes, and `--results RESULTS` stood beside `--results DIR` (issue 26)."""
+    with pytest.raises(SystemExit):
+        main([cmd, "--help"])
+    text = " ".join(capsys.readouterr().out.split())
+    codes = "; ".join(f"{c} {why}" for c, why in EXIT_CODES[cmd])
+    assert f"exit codes: {codes}" in text, text
+    usage, _, rest = text.partition(" options: ") if " positional arguments:" not in text else text.partition(" positional arguments:")
+    assert rest and len(usage.split("]")[-1].strip()) > 10, f"no description: {text[:300]}"
+    for shouted in ("RESULTS", "LIST_PATH", "WORKERS", "OUT "):
+        assert shouted not in text, text

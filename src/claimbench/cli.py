@@ -13,6 +13,7 @@ import os
 import sys
 
 from claimbench import __version__
+from claimbench.clidoc import finish
 from claimbench.errors import EXIT_USAGE, UserError
 
 COMMANDS = ("new", "check", "list", "show", "schema", "run", "ingest", "reproduce", "publish", "audit", "table", "compare", "site")
@@ -28,6 +29,7 @@ def build_parser() -> argparse.ArgumentParser:
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
     for name in COMMANDS:
         importlib.import_module(f"claimbench.commands.{name}").register(sub)
+    finish(parser)
     return parser
 
 

@@ -14,7 +14,7 @@ def register(sub) -> None:
     p = sub.add_parser("ingest", help="check records from runs or fleet artifacts; copy the good ones into results/records",
                        description="Check every record under PATH (schema; its commit exists here; the claim and "
                        "source hashes match that commit's files; the verdict recomputes) and copy the good ones "
-                       "into results/records under their own names. Exit 1 if any was refused.")
+                       "into results/records under their own names.")
     p.add_argument("paths", nargs="*", help="record files, results folders or unpacked artifacts (default: results/runs)")
     p.add_argument("--results", default=None, help="the store to copy into (default: results/ at the project root)")
     p.add_argument("--dry-run", action="store_true", help="check and report; copy nothing")

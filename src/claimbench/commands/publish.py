@@ -32,8 +32,7 @@ def paths(args) -> tuple[Path, Path, Path]:
 def register(sub) -> None:
     p = sub.add_parser("publish", help="write verified, current numbers into the list",
                        description="For each list entry with a verified, current record, write the number "
-                       "between the entry's claimbench markers; take stale and superseded numbers off. "
-                       "Exit 1 when a record was refused or a number came off (with why), else 0.")
+                       "between the entry's claimbench markers; take stale and superseded numbers off, saying why.")
     add_paths(p)
     p.add_argument("--allow-dirty", action="store_true",
                    help="let records from a dirty git tree count (they are labelled 'dirty')")

@@ -16,8 +16,8 @@ def register(sub) -> None:
         "reproduce", help="rerun one record's claim at the record's commit and compare the verdicts",
         description="Check the record's git commit out into a temporary worktree (your checkout is not "
                     "touched), run its claim there with the flags the record was made with, and compare "
-                    "the new verdict and 95% interval with the record's. Exit 0 when the verdict is the "
-                    "same and the intervals overlap, 1 otherwise.")
+                    "the new verdict and 95% interval with the record's (on another machine of the claim's "
+                    "kind, the verdicts alone).")
     p.add_argument("record", metavar="RECORD", help="a record file (results/records/<claim>/<file>.json)")
     p.add_argument("--results", default=None, metavar="DIR",
                    help="where the new record goes (default: results/runs/, git-ignored)")
