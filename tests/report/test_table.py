@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import csv
+import io
 import json
 
 import pandas as pd
@@ -76,7 +78,8 @@ def test_records_are_named_as_the_list_names_them(tmp_path, capsys):
 
     root, recs = rk.standard_tree(tmp_path / "proj")
     assert main(["--root", str(root), "table", "--format", "csv", "--claim", "scan-decoupled"]) == 0
-    rows = capsys.readouterr().out.splitlines()[1:]
-    assert sorted(r.rsplit(",", 1)[1] for r in rows) == sorted(
+    rows = list(csv.DictReader(io.StringIO(capsys.readouterr().out)))
+    assert sorted(r["record"] for r in rows) == sorted(
         f"results/{p.relative_to(root / 'results').as_posix()}" for k, p in recs.items() if k.startswith("scan"))
-    assert all(",H200," in r or ",H100 80GB HBM3," in r for r in rows)  # the machine column
+    assert all(r["machine"] in ("H200", "H100 80GB HBM3") for r in rows)
+    assert all(r["reason"] for r in rows)  # why each verdict, whole (issue 26: `table` had no reason column)

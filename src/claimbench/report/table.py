@@ -21,7 +21,7 @@ if TYPE_CHECKING:
     import pandas as pd
 
 COLUMNS = ["claim", "hardware", "date", "verdict", "metric", "value", "ci_low", "ci_high",
-           "commit", "dirty", "mode", "machine", "point", "record"]
+           "commit", "dirty", "mode", "machine", "point", "record", "reason"]  # reason last: the longest cell
 
 
 def records_table(results_dir: Path, *, claim: Optional[str] = None, hardware: Optional[str] = None,
@@ -55,6 +55,7 @@ def records_table(results_dir: Path, *, claim: Optional[str] = None, hardware: O
         "mode": [s.mode for s in rows],
         "machine": [s.machine for s in rows],
         "record": [f"{prefix}/{s.path}" if prefix else s.path for s in rows],
+        "reason": [s.reason for s in rows],  # why the verdict, whole: a reader filtering by verdict asks why
     }, columns=COLUMNS)
     return df.sort_values(["date", "claim", "hardware"], ascending=[False, True, True],
                           kind="stable").reset_index(drop=True)
