@@ -30,4 +30,4 @@ if [ "$wants_torch" = 1 ] && ! .venv/bin/python -c "import torch" 2>/dev/null; t
 fi
 echo "bootstrap: installing claimbench with extras '$EXTRAS' into .venv" >&2
 .venv/bin/python -m pip install -q -e "$spec"
-command -v bwrap >/dev/null 2>&1 || echo "bootstrap: no bubblewrap: claims will run unsandboxed (as root: apt-get install bubblewrap)" >&2
+command -v bwrap >/dev/null 2>&1 || echo "bootstrap: no bubblewrap: claims run confined by Landlock where the kernel has it (Linux 5.13+), else unsandboxed; claimbench run says which (as root: apt-get install bubblewrap)" >&2
