@@ -50,8 +50,8 @@ ENTRY = {"smoke": "smoke:smoke_stage", "env": "env_ceilings:env_stage", "ceiling
 # docs/gpu_check.md, each from its parts (a `claimbench run` costs ~8 s before its child starts
 # there, a fresh process ~5 s to import torch and make a CUDA context, a Triton kernel's first
 # call compiles it): shares of what is left.
-WEIGHTS = {"smoke": 45, "env": 8, "ceilings": 20, "fidelity": 45, "repeat": 48, "cheats": 52, "racecheck": 24,
-           "claims": 38}
+WEIGHTS = {"smoke": 45, "env": 8, "ceilings": 20, "fidelity": 45, "repeat": 48, "cheats": 58, "racecheck": 24,
+           "claims": 32}
 MIN_S = {"smoke": 30, "env": 6, "ceilings": 12, "fidelity": 25, "repeat": 30, "cheats": 25, "racecheck": 20,
          "claims": 30}
 CAP_S = {"smoke": 60, "env": 20, "ceilings": 45, "fidelity": 100, "repeat": 120, "cheats": 100, "racecheck": 90,

@@ -20,6 +20,9 @@ from pathlib import Path
 from .stage_io import REFERENCE, Ctx, load_json, say, write_result
 
 
+CONTROLS = ("honest", "gpu_honest_sync")  # honest kernels: the first must verify, the second must be timed
+
+
 def _cases(ctx: Ctx):
     tests = str(Path(ctx.root) / "tests")
     if tests not in sys.path:
@@ -95,10 +98,12 @@ def cheats_stage(ctx: Ctx) -> None:
     elif device == "cuda":
         say(f"l2 probe: not run ({l2_why or 'budget'})")
     control_failed = "honest" in bad
-    n_cheats = len([r for r in rows if r["case"] != "honest"])
-    kept = len([r for r in rows if r["case"] != "honest" and r["ok"]])
-    summary = (f"{kept}/{n_cheats} cheats kept from verified as expected"
+    cheats = [r for r in rows if r["case"] not in CONTROLS]
+    kept = len([r for r in cheats if r["ok"]])
+    sync = next((r for r in rows if r["case"] == "gpu_honest_sync"), None)
+    summary = (f"{kept}/{len(cheats)} cheats kept from verified as expected"
                + ("; CONTROL did not verify" if control_failed else "")
+               + ("" if sync is None else f"; a synchronizing call {'timed' if sync['ok'] else 'NOT timed'}")
                + (f"; not run: {', '.join(skipped)}" if skipped else "")
                + (f"; unexpected: {', '.join(b for b in bad if b != 'honest')}" if [b for b in bad if b != "honest"] else "")
                + (f"; l2 probe: {probe['verdict']}" if probe and "verdict" in probe else ""))
