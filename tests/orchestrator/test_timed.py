@@ -12,8 +12,8 @@ from claimbench.orchestrator.timed import RemoteTimer
 class ScriptedChannel:
     """A side that answers each call after `delay_s`, reporting `event_us` as its CUDA event time."""
 
-    def __init__(self, script):
-        self.script, self.sent = list(script), []
+    def __init__(self, script, synced=False):
+        self.script, self.sent, self.synced = list(script), [], synced
 
     def send(self, msg, fds=()):
         self.sent.append(msg)
@@ -21,7 +21,7 @@ class ScriptedChannel:
     def recv(self, timeout_s=None):
         delay_s, event_us = self.script.pop(0)
         time.sleep(delay_s)
-        return m.Called(outputs=[], side_us=event_us, event_us=event_us), []
+        return m.Called(outputs=[], side_us=event_us, event_us=event_us, synced=self.synced), []
 
 
 class ScriptedSide:
@@ -106,3 +106,17 @@ def test_ranks_with_different_null_spreads_double_their_blocks_to_one_target():
     solo = RemoteTimer(Session({}), "cpu", hot=True, min_block_us=100.0, flush_bytes=None, l2_reset=None)
     solo.bracket.null_iqr_us["kernel"] = 50.0
     assert solo.block_target("kernel") == 150.0
+
+
+def test_a_side_whose_calls_synchronize_is_timed_and_labelled():
+    """A call that waits for the GPU inside (its timer marks it) is timed like any other, and the
+    record's bracket names the side, since its number includes that wait (issue 23)."""
+    t = _timer([(0.001, 500.0)] * 3)
+    t.s.sides["kernel"].channel.synced = True
+    samples = [t.sample("kernel", None) for _ in range(3)]
+    assert [s.us for s in samples] == [500.0] * 3 and not t.bracket.violations
+    summary = t.bracket.summary()
+    assert summary.synced == ("kernel",) and summary.as_record()["synced"] == ["kernel"]
+    quiet = _timer([(0.001, 500.0)])
+    quiet.sample("kernel", None)
+    assert "synced" not in quiet.bracket.summary().as_record()  # other records keep their keys

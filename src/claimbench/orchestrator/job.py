@@ -115,6 +115,9 @@ class BracketSummary:
     null_subtracted_us: Optional[float] = None
     null_gap_us: Optional[float] = None
     violations: tuple[str, ...] = ()
+    # CUDA sides whose calls waited for the GPU inside (a host read, a nonzero): timed, never rejected
+    # for it, and labelled here, since their number includes that wait (issue 23)
+    synced: tuple[str, ...] = ()
 
     def side(self, role: str) -> Optional[SideBracket]:
         """``role``'s brackets; None when it was never timed."""
@@ -127,6 +130,9 @@ class BracketSummary:
             if role in out:
                 out[role] = {k: v for k, v in out[role].items() if v is not None}
         out["violations"] = list(self.violations)
+        out.pop("synced")
+        if self.synced:  # only where a side synced: other records keep their keys
+            out["synced"] = list(self.synced)
         return out
 
 

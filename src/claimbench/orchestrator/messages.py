@@ -285,6 +285,7 @@ class Called(_Msg):
     event_us: Optional[float] = None      # CUDA events, per call
     throttle_reasons: Optional[int] = None
     sm_clock_mhz: Optional[float] = None
+    synced: bool = False                  # CUDA: its timer found the calls wait for the GPU inside (a label only)
     ops: Annotated[list[str], Field(max_length=500)] = []
     problems: Annotated[list[ShortText], Field(max_length=50)] = []
 

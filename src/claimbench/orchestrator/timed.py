@@ -56,6 +56,7 @@ class Bracket:
     side_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
     event_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
     violations: list = field(default_factory=list)
+    synced: set = field(default_factory=set)  # CUDA sides whose calls waited for the GPU inside (issue 23)
 
     def summary(self) -> BracketSummary:
         """The record's `bracket`: null calls, CPU use, per side the median bracket, side figure and event gap,
@@ -73,7 +74,7 @@ class Bracket:
             kernel=sides["kernel"], baseline=sides["baseline"],
             null_subtracted_us=min(self.null_us.values()) if both else None,
             null_gap_us=self.null_us.get("kernel", 0.0) - self.null_us.get("baseline", 0.0) if both else None,
-            violations=tuple(self.violations[:10]))
+            violations=tuple(self.violations[:10]), synced=tuple(sorted(self.synced)))
 
 
 class RemoteTimer:
@@ -212,6 +213,8 @@ class RemoteTimer:
             b.event_us[side].append(ev * n)
             if ev * n > bracket_us * 1.001 + 5.0:
                 b.violations.append(f"{side}: events {ev * n:.1f} us inside a bracket of {bracket_us:.1f} us")
+            if reply.synced:  # timed, not rejected: its events span the wait, so its number is its host time
+                b.synced.add(side)
         reasons, clock = reply.throttle_reasons, reply.sm_clock_mhz
         if self.coord.world > 1:
             ev, bits, neg = self.coord.max([ev, float(int(reasons or 0)), -(clock or 1e9)])

@@ -140,11 +140,13 @@ class CallerSide:
         ops_seen: list[str] = []
         problems: list[str] = []
         event_us = reasons = clock = None
+        synced = False
         if msg.timed == "cuda":
             assert self.timer is not None  # the orchestrator times on CUDA only after sending a TimerSpec
             self.timer.calls_per_block[self.role] = msg.n
             s = self.timer.sample(self.role, lambda: call_claim_code(self.key, fn, ops, kwargs={}))
             out, event_us, reasons, clock = s.out, s.us, s.throttle_reasons, s.sm_clock_mhz
+            synced = self.role in self.timer.syncs
             side_us = event_us * s.calls
         elif msg.trace:
             from claimbench.side.trace import traced_call
@@ -168,7 +170,7 @@ class CallerSide:
         if not self.null_out and not msg.null:
             self.null_out = tuple(torch.Tensor.clone(t) for t in self.last)
         return m.Called(outputs=[tensors.buffer(t) for t in self.last], side_us=side_us, event_us=event_us,
-                        throttle_reasons=reasons, sm_clock_mhz=clock, ops=ops_seen[:500],
+                        throttle_reasons=reasons, sm_clock_mhz=clock, synced=synced, ops=ops_seen[:500],
                         problems=[p[:2000] for p in problems[:50]])
 
     def _variant(self, v: m.Variant) -> tuple:
