@@ -13,8 +13,8 @@ import os
 import sys
 
 from claimbench import __version__
-from claimbench.clidoc import finish
 from claimbench.errors import EXIT_USAGE, UserError
+from claimbench.helptext import finish
 
 COMMANDS = ("new", "check", "list", "show", "schema", "run", "ingest", "reproduce", "publish", "audit", "table", "compare", "site")
 
