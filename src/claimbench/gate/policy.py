@@ -16,7 +16,7 @@ from typing import Any, Iterable, Iterator, Optional
 from pydantic import BaseModel, ValidationError
 
 from claimbench.gate.rules import check_kernel_source
-from claimbench.gate.srcgraph import impl_refs, parse, split_ref, task_side_rule, top_level_names
+from claimbench.gate.srcgraph import impl_refs, parse, resolved, resolving, split_ref, task_side_rule, top_level_names
 from claimbench.spec import expr, memory, safetext
 from claimbench.spec.claim import POLICY_FIELDS, Claim
 from claimbench.spec.problem import Problem
@@ -69,7 +69,7 @@ def gate_file(path: Path, root: Path, listing=None) -> CheckResult:
 
 def _shown(path: Path, root: Path) -> str:
     try:
-        return str(Path(path).resolve().relative_to(root.resolve()))
+        return str(resolved(path).relative_to(resolved(root)))
     except ValueError:
         return str(path)
 
@@ -175,7 +175,7 @@ def semantic(claim: Claim, doc: Document, path: Path, *, root: Path, listing) ->
         add(("source",), "vendor datasheets and peak numbers are not performance measurements; cite a measurement")
     if listing is not None:
         _entry(claim, listing, add)
-    kernels = (root / "kernels").resolve()
+    kernels = resolved(root / "kernels")
     refs_ok = True
     for key, ref in impl_refs(claim):
         keypath = tuple(key.split("."))
@@ -214,7 +214,7 @@ def _ref(ref: str, root: Path, kernels: Path, *, keypath: tuple, add) -> bool:
     if not p.is_file():
         add(keypath, f"`{file}` does not exist; paths are relative to the project root ({root})")
         return False
-    real = p.resolve()
+    real = resolved(p)
     if not real.is_relative_to(kernels):
         add(keypath, f"`{file}` resolves outside kernels/ ({real}); kernel code lives under kernels/")
         return False
@@ -336,7 +336,8 @@ def _low_speedup_note(claim: Claim, doc: Document) -> tuple[Problem, ...]:
 
 
 def _check_many(paths: list[Path], root: Path, listing) -> list[tuple[str, CheckResult]]:
-    return [(str(p), gate_file(p, root, listing)) for p in paths]
+    with resolving():  # one pass: each path is resolved once (`srcgraph.resolving`)
+        return [(str(p), gate_file(p, root, listing)) for p in paths]
 
 
 PARALLEL_FROM = 400  # below this, starting workers costs more than it saves
@@ -356,7 +357,10 @@ def gate_all(paths: Iterable[Path], root: Path, listing=None, *,
         return unique_ids([r if r is not None else next(fresh) for r in cached])
     workers = min(os.cpu_count() or 1, 8)
     forked = _gate_forked(paths, root, listing, workers=workers) if len(paths) >= PARALLEL_FROM and workers > 1 else None
-    return unique_ids(forked if forked is not None else [gate_file(p, root, listing) for p in paths])
+    if forked is None:
+        with resolving():
+            forked = [gate_file(p, root, listing) for p in paths]
+    return unique_ids(forked)
 
 
 def _gate_forked(paths: list[Path], root: Path, listing, *, workers: int) -> Optional[list[CheckResult]]:
@@ -377,7 +381,8 @@ def _gate_forked(paths: list[Path], root: Path, listing, *, workers: int) -> Opt
 
 def gate_files(paths: Iterable[Path], root: Path, listing=None) -> dict[str, CheckResult]:
     """`gate_file` of each path, by path string, in this process (for `gate_all(known=...)`)."""
-    return {str(Path(p)): gate_file(Path(p), root, listing) for p in paths}
+    with resolving():
+        return {str(Path(p)): gate_file(Path(p), root, listing) for p in paths}
 
 
 def unique_ids(results: list[CheckResult]) -> list[CheckResult]:

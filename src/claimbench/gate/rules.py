@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Optional, Union
 
 from claimbench.gate.srcgraph import children, closure, module_file, nodes, parse, split_ref, walk
+from claimbench.gate.srcgraph import resolved as real_path
 from claimbench.spec import ops
 from claimbench.spec.claim import Claim
 from claimbench.spec.problem import Problem
@@ -105,7 +106,7 @@ def reachable(root: Path, path: Path, func: str) -> list[tuple[Path, tuple]]:
     """(file, references) of every function body reachable from ``path:func`` by name, across
     project modules. References are read once per function version and cached."""
     out, seen = [], set()
-    todo = [(path.resolve(), func)]
+    todo = [(real_path(path), func)]
     while todo:
         p, name = todo.pop()
         if (p, name) in seen or not p.is_file():
@@ -121,7 +122,7 @@ def reachable(root: Path, path: Path, func: str) -> list[tuple[Path, tuple]]:
             mod, _, attr = dotted_name.rpartition(".")
             f = module_file(root, mod) if mod else None
             if f is not None:
-                todo.append((f.resolve(), attr))
+                todo.append((real_path(f), attr))
     return out
 
 
@@ -326,18 +327,18 @@ def _check_kernel_source(root: Path, claim: Claim) -> list[Problem]:
     problems: list[Problem] = []
     kfile, kfunc = split_ref(claim.kernel.impl)
     bfile, bfunc = split_ref(claim.baseline.impl)
-    kpath, bpath = (root / kfile).resolve(), (root / bfile).resolve()
+    kpath, bpath = real_path(root / kfile), real_path(root / bfile)
     starts = [(kpath, kfunc, "kernel.impl")]
     if claim.kernel.prepare:
         pfile, pfunc = split_ref(claim.kernel.prepare)
-        starts.append(((root / pfile).resolve(), pfunc, "kernel.prepare"))
+        starts.append((real_path(root / pfile), pfunc, "kernel.prepare"))
     files = closure(root, {p for p, _, _ in starts if p.is_file()})
 
     def add(p: Path, line: int, key: str, *, msg: str) -> None:
-        rel = p.relative_to(root.resolve()) if p.is_relative_to(root.resolve()) else p
+        rel = p.relative_to(real_path(root)) if p.is_relative_to(real_path(root)) else p
         problems.append(Problem(str(rel), line, key, msg))
 
-    bmod = ".".join(bpath.relative_to(root.resolve()).with_suffix("").parts) if bpath.is_relative_to(root.resolve()) else ""
+    bmod = ".".join(bpath.relative_to(real_path(root)).with_suffix("").parts) if bpath.is_relative_to(real_path(root)) else ""
     for f in sorted(files):
         if f.suffix != ".py":
             continue
