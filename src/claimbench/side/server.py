@@ -101,6 +101,7 @@ def _fork_side(msg, fds: list[int], ctl_fd: int) -> int:
                 except OSError:
                     pass
         os.environ.update(msg.env)  # its import-time keys match the server's (checked before the fork)
+        _one_compile_thread()
         if msg.max_memory_bytes:
             resource.setrlimit(resource.RLIMIT_AS, (msg.max_memory_bytes, msg.max_memory_bytes))
         sys.stdout = os.fdopen(1, "w", buffering=1)
@@ -112,6 +113,18 @@ def _fork_side(msg, fds: list[int], ctl_fd: int) -> int:
         import traceback
         traceback.print_exc()
     os._exit(70)
+
+
+def _one_compile_thread() -> None:
+    """`torch.compile` compiles in the calling thread: Inductor's pool of compile workers would stay
+    as threads running after the call returned, which the census refuses in any side, so a baseline
+    that a practitioner compiles (block-sparse attention's flex_attention) ended `rejected`. Set
+    before any claim code loads; the config is read when Inductor is first imported, and set
+    directly where the fork server had imported it already."""
+    os.environ["TORCHINDUCTOR_COMPILE_THREADS"] = "1"
+    config = sys.modules.get("torch._inductor.config")
+    if config is not None:
+        config.compile_threads = 1  # type: ignore[attr-defined]
 
 
 def _confine(spec) -> int:
