@@ -19,7 +19,6 @@ from pathlib import Path
 
 from .stage_io import REFERENCE, Ctx, load_json, say, write_result
 
-
 CONTROLS = ("honest", "gpu_honest_sync")  # honest kernels: the first must verify, the second must be timed
 
 
