@@ -8,7 +8,8 @@ import pytest
 
 from claimbench.side import interpret
 
-pytest.importorskip("triton")
+triton = pytest.importorskip("triton")
+tl = pytest.importorskip("triton.language")
 
 
 def _tiles(rng, n=50):
@@ -52,3 +53,43 @@ def test_the_fork_server_installs_it_before_any_side_is_forked():
 
     src = inspect.getsource(server.main)
     assert src.index("import triton") < src.index("interpret.install()") < src.index("_fork_side(")
+
+
+
+@triton.jit
+def _scaled(x, s):
+    return x * s
+
+
+@triton.jit
+def _helper_kernel(x_ptr, out_ptr, n, BLOCK: tl.constexpr):
+    """Every program calls a jit helper of its own and one of Triton's standard library (`tl.max`,
+    whose module names `triton.language.core`, not `triton.language`)."""
+    pid = tl.program_id(0)
+    offs = pid * BLOCK + tl.arange(0, BLOCK)
+    x = tl.load(x_ptr + offs, mask=offs < n, other=0.0)
+    for _ in range(3):
+        x = _scaled(x, 2.0)
+    tl.store(out_ptr + offs, x + tl.max(x, axis=0), mask=offs < n)
+
+def test_a_launch_patches_the_language_once_per_module_set_and_computes_the_same(monkeypatch):
+    """`_patch_lang` ran per helper call per program (14.5% of a flash-attention check); inside a
+    launch it now runs once per set of language modules, with the same results, and the launch
+    still restores what it patched."""
+    import torch
+    import triton.runtime.interpreter as ti
+
+    if not interpret.install():
+        pytest.skip("Triton is not interpreted here")
+    calls = []
+    real = ti._patch_builtin
+    monkeypatch.setattr(ti, "_patch_builtin", lambda *a: calls.append(a[0]) or real(*a))
+    x = torch.arange(40, dtype=torch.float32)
+    out = torch.empty_like(x)
+    _helper_kernel[(5,)](x, out, 40, BLOCK=8)
+    ref = (x * 8).reshape(5, 8)
+    assert torch.equal(out, (ref + ref.max(dim=1, keepdim=True).values).reshape(-1))
+    # the launch patched tl, tl.tensor, tl.math and the descriptor base once; each helper's module set
+    # (the kernel module's {tl}, Triton's standard library's {tl.core}) at most once more: never per program
+    assert len(calls) <= 4 + 2 * 4, len(calls)
+    assert tl.core.is_builtin(tl.load)  # restored after the launch, as Triton's own launch does

@@ -15,17 +15,30 @@ in tests/side/test_interpret.py with the roll above, on the machine that failed)
 2.4x slower than `np.matmul` on a 128x64 @ 64x128 tile, which the interpreter's own overhead
 dwarfs. Nothing else changes: the same operands, the same accumulator dtype, fp8 widened to fp16
 first as the interpreter does. Compiled Triton on a GPU never reaches this code.
+
+The interpreter also re-patches `triton.language` on every call of a `@triton.jit` helper from
+inside a kernel (`InterpretedFunction.__call__` runs `_patch_lang`: `inspect.getmembers` over
+four modules, per call, per program), though the launch (`GridExecutor.__call__`) already patched
+the same modules and restores them when it returns; the helper's patch is discarded unrestored.
+That was 14.5% of a flash-attention claim's CPU check (py-spy). So inside a launch, a helper's
+patch runs once per set of language modules: Triton's own patch the first time (a helper of
+Triton's standard library names `triton.language.core`, which the kernel's launch did not patch,
+and Triton leaves that patch in place), and an empty one after, when it would only set the same
+attributes again.
 """
 
 from __future__ import annotations
 
+import inspect
 import os
 import sys
+import threading
 from typing import Any
 
 import numpy as np
 
 _INSTALLED = "_claimbench_position_independent_dot"
+_launch = threading.local()  # .patched: the language modules the running launch patched (ids), or None
 
 
 def dot(a: np.ndarray, b: np.ndarray, acc_dtype: Any) -> np.ndarray:
@@ -57,5 +70,40 @@ def install() -> bool:
         return ti.TensorHandle(dot(a_data, b_data, d.data.dtype) + d.data, d.dtype.scalar)
 
     builder.create_dot = create_dot
+    _patch_once_per_launch(ti)
     setattr(builder, _INSTALLED, True)
     return True
+
+
+def _languages(ti, fn) -> frozenset:
+    """The ids of the language modules ``fn``'s globals name: what Triton's `_patch_lang` patches."""
+    lang = (ti.tl, ti.tl.core)
+    return frozenset(id(v) for v in fn.__globals__.values() if inspect.ismodule(v) and any(v is m for m in lang))
+
+
+def _patch_once_per_launch(ti) -> None:
+    """`_patch_lang` inside a launch that already patched the helper's modules returns an empty scope."""
+    patch_lang, launch = ti._patch_lang, ti.GridExecutor.__call__
+
+    def patch_once(fn):
+        patched = getattr(_launch, "patched", None)
+        langs = _languages(ti, fn)
+        if patched is not None and langs and langs <= patched:
+            return ti._LangPatchScope()  # the running launch patched these and restores them
+        scope = patch_lang(fn)
+        if getattr(_launch, "opening", False):  # the launch's own patch, before any program runs
+            _launch.opening, _launch.patched = False, langs
+        elif patched is not None:  # a helper's patch, which Triton never restores: later calls change nothing
+            _launch.patched = patched | langs
+        return scope
+
+    def launch_patching_once(self, *args, **kwargs):
+        saved = getattr(_launch, "patched", None), getattr(_launch, "opening", False)
+        _launch.patched, _launch.opening = None, True
+        try:
+            return launch(self, *args, **kwargs)
+        finally:
+            _launch.patched, _launch.opening = saved
+
+    ti._patch_lang = patch_once
+    ti.GridExecutor.__call__ = launch_patching_once
