@@ -152,7 +152,9 @@ def _writes_record_claim(project, claim_id):
 
 
 def test_without_a_sandbox_a_kernel_that_writes_into_results_is_an_error_and_undone(project, hw):
-    out = run_one(_writes_record_claim(project, "writes-record"), project, hw, opts=opts(project, sandbox="none"))
+    # correctness only: the kernel writes on every call, and the census and the undo are the same either way
+    out = run_one(_writes_record_claim(project, "writes-record"), project, hw,
+                  opts=opts(project, sandbox="none", correctness_only=True))
     assert out.status == Status.ERROR and "changed files" in out.reason, out.reason
     assert "results/records/forged/forged.json" in out.reason
     assert not (project / "results/records/forged").exists()  # moved to results/.quarantine
@@ -166,7 +168,7 @@ def test_under_landlock_the_project_is_read_only_and_nothing_is_undone(project, 
     if landlock.abi() < 1:
         pytest.skip("this kernel has no Landlock")
     out = run_one(_writes_record_claim(project, "writes-record-landlock"), project, hw,
-                  opts=opts(project, sandbox="landlock"))
+                  opts=opts(project, sandbox="landlock", correctness_only=True))
     assert out.status == Status.ERROR and "Permission denied" in out.reason, out.reason
     assert "changed files" not in out.reason, out.reason
     assert not (project / "results/records/forged").exists()
@@ -177,7 +179,7 @@ def test_inside_bwrap_the_project_is_read_only(project, hw):
     from claimbench.orchestrator.sandbox import bwrap_works
     if not bwrap_works()[0]:
         pytest.skip("bubblewrap is not usable here")
-    out = run_one(_writes_record_claim(project, "writes-record-bwrap"), project, hw, opts=opts(project, sandbox="bwrap"))
+    out = run_one(_writes_record_claim(project, "writes-record-bwrap"), project, hw, opts=opts(project, sandbox="bwrap", correctness_only=True))
     assert out.status == Status.ERROR and "Read-only file system" in out.reason, out.reason
     assert not (project / "results/records/forged").exists()
 
@@ -217,9 +219,12 @@ def test_run_claims_shares_one_fork_server_and_leaves_no_process_behind(project,
     left = Path(tempfile.gettempdir()) / f"{BACKUP_PREFIX}{gone.pid}-killed"  # what a kill -9 leaves
     left.mkdir()
     said: list[str] = []
-    _, outcomes = runner.run_claims([first, good, good], project, opts(project, progress=said.append))
+    # correctness only: what is tested is the servers and the processes, not a number (timing is the
+    # main job's, and test_cpu_claim_runs_to_a_verified_record... times this claim)
+    _, outcomes = runner.run_claims([first, good, good], project, opts(project, progress=said.append, correctness_only=True))
     assert not left.exists() and any(f"left by killed runs: {left}" in line for line in said), said
-    assert outcomes[0].status == Status.REJECTED and honest_timing(outcomes[1]), outcomes[1].reason
+    assert outcomes[0].status == Status.REJECTED, outcomes[0].reason
+    assert all(o.status == Status.SKIPPED and o.checked for o in outcomes[1:]), [o.reason for o in outcomes]
     assert len(made) == 1 and made[0].proc.poll() is not None  # started early, shared, closed at the end
     assert not census.tree([made[0].proc.pid])
 
@@ -227,14 +232,14 @@ def test_run_claims_shares_one_fork_server_and_leaves_no_process_behind(project,
 def test_a_killed_fork_server_is_replaced_for_the_next_claim(project, hw):
     from claimbench.orchestrator.servers import Servers
 
-    o = opts(project)
+    o = opts(project, correctness_only=True)  # the servers are tested, not a number
     with Servers(project, o) as servers:
         first = servers.get(servers.sandbox(cuda=False))
         first.wait_ready()
         first.proc.kill()
         first.proc.wait()
         out = run_one(project / "claims/valid/rowsum-cpu.yaml", project, hw, opts=o, servers=servers)
-        assert honest_timing(out), out.reason
+        assert out.status == Status.SKIPPED and out.checked, out.reason
         assert servers.get(servers.sandbox(cuda=False)) is not first
 
 

@@ -137,18 +137,6 @@ def test_a_killed_rank_on_another_node_ends_as_error_and_nothing_hangs(tmp_path)
     assert not left, left
 
 
-def test_the_nccl_claim_checks_correctness_on_gloo(root, tmp_path):
-    """The shipped 2-GPU claim's CPU fallback: its kernel and reference run on 2 gloo ranks."""
-    path = next((root / "claims").rglob("nccl-*.yaml"))
-    claim = gate_file(path, root).claim
-    shapes = [{**claim.workload.check_params[0]}] if claim.workload.check_params else None
-    job = _job(root, path, tmp_path, measured=False, trials=1, check_params=shapes)
-    res = _launch(job)
-    assert res.outcome is None, res.outcome_reason
-    assert res.correctness is not None and res.correctness.passed is True, res.correctness
-    assert not res.rejections
-
-
 def test_merge_names_the_rank_that_failed_and_keeps_shared_rejections_once():
     ok = Correctness(passed=True, reason="",
                      trials=({"seed": 5, "params": {"n": 1}, "dtype": "float32", "passed": True, "reason": "",
