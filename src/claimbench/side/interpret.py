@@ -38,7 +38,9 @@ from typing import Any
 import numpy as np
 
 _INSTALLED = "_claimbench_position_independent_dot"
-_launch = threading.local()  # .patched: the language modules the running launch patched (ids), or None
+# the running launch, per thread: .opening (its own patch is still to come) and .patched (the ids of the
+# language modules patched so far, or None outside a launch)
+_launch = threading.local()
 
 
 def dot(a: np.ndarray, b: np.ndarray, acc_dtype: Any) -> np.ndarray:
