@@ -3,9 +3,8 @@
 # import contracts, mypy), then the unit and end-to-end tests with every shipped claim as a test item,
 # checked for correctness at its check shapes and not timed (`--claims-timing off`: timing is the main job's).
 # Extra arguments go to pytest.
-# mypy runs beside the tests: they leave about a sixth of two cores idle (processes waiting on each
-# other), which mypy's 20 s of one core fills. Either failing fails the command; mypy's output is
-# printed after the tests'. `--dist worksteal`: an idle worker takes queued tests from the busy one,
+# mypy (about 20 s of one core) runs beside the tests. Either failing fails the command; mypy's
+# output is printed after the tests'. `--dist worksteal`: an idle worker takes queued tests from the busy one,
 # so the run does not end on one worker finishing the long end-to-end tests alone. One worker more
 # than the cores: a test's processes take turns (the orchestrator waits on each side), and the
 # timeout tests wait by design, so N workers left cores idle. On this project's 2-core VM, one run
