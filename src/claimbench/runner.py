@@ -76,11 +76,11 @@ def run_claims(paths: list[Path], root: Path, opts: RunOptions, *, hw: Optional[
             opts.progress(f"removed {len(swept)} backup folder(s) left by killed runs: "
                           + ", ".join(str(p) for p in swept[:3]) + (" ..." if len(swept) > 3 else ""))
     with Servers(root, opts) as servers:
-        if paths:
-            servers.start_early()  # its torch import overlaps detection and checking
-        hw = hw or detect(root)
+        hw = hw or detect(root)  # about 0.06 s without a GPU
         paths = select(paths, hw) if select else paths
         listing = load_listing(root)
+        if paths:  # its torch import overlaps the checks and the first claim's start
+            servers.start_early(_first_env(paths[0], root, hw=hw, opts=opts, listing=listing))
         opts.progress and opts.progress(f"hardware: {hw.name} ({hw.device}); {len(paths)} claim(s)")
         if paths and opts.progress and hw.device == "cpu" and not opts.correctness_only:
             _say_if_busy(opts.progress)
@@ -102,6 +102,28 @@ def _say_if_busy(say: Callable[[str], None]) -> None:
             "stop that work or run on a quieter machine")
 
 
+def _placement(claim: Claim, root: Path, *, hw: Hardware, opts: RunOptions) -> tuple[bool, str, str, list[str]]:
+    """(measured here, why not, the device its sides run on, its two sides' backends)."""
+    ok, why = matches(claim.hardware, hw)
+    if ok and opts.correctness_only:
+        ok, why = False, "timing not run: correctness only (the main job times it)"
+    names = [claim.kernel.backend or backends.infer(root / claim.kernel.impl.rpartition(":")[0]),
+             claim.baseline.backend or backends.infer(root / claim.baseline.impl.rpartition(":")[0])]
+    return ok, why, claim.hardware.device if ok else "cpu", names
+
+
+def _first_env(claim_path: Path, root: Path, *, hw: Hardware, opts: RunOptions, listing) -> Optional[dict]:
+    """The sides' environment of the first claim, so the early fork server is one it will use: a Triton
+    claim checked on CPU needs an interpreted one, and an unused server cost a torch import (about 20%
+    of such a claim's `run --timing off`, measured with py-spy). None (the plain server) when the claim
+    does not pass its checks: run_one says why."""
+    checked = gate_file(Path(claim_path), root, listing)
+    if not checked.ok or checked.claim is None:
+        return None
+    _, _, device, names = _placement(checked.claim, root, hw=hw, opts=opts)
+    return backends.child_env(names, device)
+
+
 def run_one(claim_path: Path, root: Path, hw: Hardware, *, opts: RunOptions, listing=None,
             servers=None) -> Outcome:
     """One claim; ``servers`` holds the fork servers of this run (one is made when absent)."""
@@ -115,19 +137,14 @@ def run_one(claim_path: Path, root: Path, hw: Hardware, *, opts: RunOptions, lis
         return Outcome(cid, Path(claim_path), Status.REJECTED, f"policy: {first}" if first else "policy", hardware=hw.name)
     claim = checked.claim
     assert claim is not None  # checked.ok
-    ok, why = matches(claim.hardware, hw)
-    if ok and opts.correctness_only:
-        ok, why = False, "timing not run: correctness only (the main job times it)"
+    ok, why, device, names = _placement(claim, root, hw=hw, opts=opts)
     if not ok and opts.hardware_only:
         return Outcome(claim.id, Path(claim_path), Status.SKIPPED, why, hardware=hw.name,
                        metric=claim.claimed.metric, claimed_value=claim.claimed.value)
-    device = claim.hardware.device if ok else "cpu"
     if ok:
         dtype = claim.precision.dtype
     else:
         dtype = claim.precision.check_dtype or (claim.precision.dtype if claim.precision.dtype in CPU_CHECK_DTYPES else "float32")
-    kpath = root / claim.kernel.impl.rpartition(":")[0]
-    names = [claim.kernel.backend or backends.infer(kpath), claim.baseline.backend or backends.infer(root / claim.baseline.impl.rpartition(":")[0])]
     seeds = draw_seeds(claim.correctness.trials)
     say(f"{claim.id}: {'measuring on ' + hw.name if ok else 'correctness on CPU (' + why + ')'}")
     with one_claim_at_a_time(root, shared=not ok and _census_blind_to(opts.results, root)):

@@ -168,18 +168,19 @@ class SideProcess:
         self.cpu_at_freeze: Optional[float] = None
         self.idle_cpu_s = 0.0       # CPU its processes used while stopped: none, unless freezing failed
 
-    def members(self) -> list[int]:
+    def members(self, table: Optional[dict[int, census.Stat]] = None) -> list[int]:
         """Every process of this side now: its process group and, by parent links, descendants that
-        left it."""
-        table = census.all_stats()
+        left it. ``table`` is one `census.all_stats()` shared by the sides of one look (reading /proc
+        once per side made the census a fifth of the orchestrator's CPU time)."""
+        table = table if table is not None else census.all_stats()
         group = [p for p, s in table.items() if s.pgid == self.pid]
         return sorted(set(census.tree([self.pid], table)) | set(group))
 
-    def refresh(self) -> list[int]:
+    def refresh(self, table: Optional[dict[int, census.Stat]] = None) -> list[int]:
         """Who belongs to this side now; descendants outside the group are frozen by pid."""
-        mem = self.members()
-        table = {p: census.stat(p) for p in mem}
-        self.extra = [p for p, s in table.items() if s is not None and s.pgid != self.pid]
+        table = table if table is not None else census.all_stats()
+        mem = self.members(table)
+        self.extra = [p for p in mem if p in table and table[p].pgid != self.pid]
         return mem
 
     def freeze(self) -> None:

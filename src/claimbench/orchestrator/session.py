@@ -212,7 +212,8 @@ class ClaimSession:
 
     def members(self) -> dict[str, list[int]]:
         """Each role's processes now, its process group and descendants, as /proc shows them."""
-        return {role: side.refresh() for role, side in self.sides.items()}
+        table = census.all_stats()  # one look at /proc for every side
+        return {role: side.refresh(table) for role, side in self.sides.items()}
 
     def close(self) -> None:
         """Operand memory and every side's channel: a session of 35 claims must not leak 105 sockets."""

@@ -275,11 +275,12 @@ class Rechecks:
             self.s.drop(self.inputs)
         self.inputs, self.edits = inputs, []
         self.pending = {"kernel": [], "baseline": []}
-        now = self._shape()
+        members = self.s.members()  # one look at /proc serves every check of this round
+        now = self._shape(members)
         problems = census.differences(self.shape_after_warmup, now)
         problems += census.differences(self.shape_after_load, now, pinning_only=True)
         problems += census.unlike(now, self.server_shape)
-        rivals = {pid for role in ("kernel", "baseline") for pid in self.s.members().get(role, ())}
+        rivals = {pid for role in ("kernel", "baseline") for pid in members.get(role, ())}
         problems += census.outside({pid: sh for pid, sh in now.items() if pid in rivals}, self.s.pinned_cpus)
         if self.device == "cpu" and self.threads:
             problems += self._thread_growth(now)
@@ -289,7 +290,7 @@ class Rechecks:
                      if self.settings_after_load[role].get(what) != v]
         if problems:
             raise ClaimEnded("rejected", "the claim's processes changed between rounds: " + "; ".join(problems[:4]))
-        rss = census.rss_bytes([p for pids in self.s.members().values() for p in pids])
+        rss = census.rss_bytes([p for pids in members.values() for p in pids])
         if self.max_memory_bytes and rss > self.max_memory_bytes:
             raise ClaimEnded("error", f"the claim's processes hold {rss / 2**30:.1f} GiB, above --max-memory "
                              f"{self.max_memory_bytes / 2**30:.1f} GiB")
@@ -312,9 +313,9 @@ class Rechecks:
         (orchestrate sets the same fields from its `_load_reference`)."""
         self.shape_after_load, self.settings_after_load = self._shape(), self._settings()
 
-    def _shape(self) -> dict:
+    def _shape(self, members: Optional[dict[str, list[int]]] = None) -> dict:
         out = {}
-        for _role, pids in self.s.members().items():
+        for _role, pids in (members if members is not None else self.s.members()).items():
             for pid, shape in census.shape(pids).items():
                 out[pid] = shape
         return out

@@ -49,7 +49,9 @@ def main(argv: list[str]) -> int:
         interpret.install()  # interpreted only: tl.dot's rows must not depend on the CPU's BLAS
     from claimbench.orchestrator import messages as m
     from claimbench.orchestrator.channel import Channel, ChannelClosed
-    from claimbench.side import caller, task  # noqa: F401  (preloaded for the forks)
+    from claimbench.side import caller, task, trace, tripwire, warmup  # noqa: F401  (preloaded for the forks)
+    from claimbench.side.loader import remember_preloaded
+    remember_preloaded()  # last: every module imported so far is the server's, none a kernel's
 
     ctl = Channel(socket.socket(fileno=ctl_fd), "orchestrator")
     ctl.send(m.Ready(pid=os.getpid(), versions={"torch": torch.__version__}))

@@ -1,0 +1,54 @@
+"""side/loader.py: the kernel files a side loaded, found without resolving the fork server's own
+modules again in every side (`remember_preloaded`), and never hidden by that shortcut."""
+
+from __future__ import annotations
+
+import sys
+import types
+
+import pytest
+
+from claimbench.side import loader
+
+
+@pytest.fixture
+def project(tmp_path, monkeypatch):
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "__init__.py").write_text("")
+    (tmp_path / "kernels" / "k.py").write_text("def kernel(x):\n    return x\n")
+    monkeypatch.setattr(loader, "_PRELOADED", dict(loader._PRELOADED))
+    yield tmp_path
+    for name in [n for n in sys.modules if n == "kernels" or n.startswith("kernels.")]:
+        del sys.modules[name]
+    sys.path[:] = [p for p in sys.path if p != str(tmp_path)]
+
+
+def test_a_kernel_module_loaded_after_the_snapshot_is_found(project):
+    loader.remember_preloaded()
+    loader.load(project, "kernels/k.py:kernel")
+    assert loader.project_modules(project) == ["kernels/__init__.py", "kernels/k.py"]
+
+
+def test_a_preloaded_module_pointed_at_a_kernel_file_is_not_skipped(project):
+    """The shortcut trusts a module only while it is the same object with the same `__file__` as when
+    the server took its snapshot: a side that points one at a kernel file is seen."""
+    fake = types.ModuleType("claimbench_test_preloaded")
+    fake.__file__ = "/nonexistent/elsewhere.py"
+    sys.modules[fake.__name__] = fake
+    try:
+        loader.remember_preloaded()
+        assert loader.project_modules(project) == []
+        fake.__file__ = str(project / "kernels" / "k.py")
+        assert loader.project_modules(project) == ["kernels/k.py"]
+        other = types.ModuleType(fake.__name__)  # replaced in sys.modules under the same name
+        other.__file__ = str(project / "kernels" / "__init__.py")
+        sys.modules[fake.__name__] = other
+        assert loader.project_modules(project) == ["kernels/__init__.py"]
+    finally:
+        sys.modules.pop(fake.__name__, None)
+
+
+def test_without_a_snapshot_every_module_is_resolved(project):
+    loader._PRELOADED.clear()
+    loader.load(project, "kernels/k.py:kernel")
+    assert loader.project_modules(project) == ["kernels/__init__.py", "kernels/k.py"]
