@@ -93,3 +93,32 @@ def test_a_launch_patches_the_language_once_per_module_set_and_computes_the_same
     # (the kernel module's {tl}, Triton's standard library's {tl.core}) at most once more: never per program
     assert len(calls) <= 4 + 2 * 4, len(calls)
     assert tl.core.is_builtin(tl.load)  # restored after the launch, as Triton's own launch does
+
+
+@triton.jit
+def _wrapping_kernel(x_ptr, out_ptr):
+    offs = tl.arange(0, 4)
+    tl.store(out_ptr + offs, tl.load(x_ptr + offs) * 1000000)  # int32 overflow: wraps
+
+
+def test_the_overflow_check_runs_only_where_device_assert_would_assert(monkeypatch):
+    """`sanitize_overflow` fed `device_assert`, which drops its finding with `debug` off (the
+    interpreter's options always have it off): the same wrapped values without the check, and with
+    `debug` on the check still runs and asserts."""
+    import torch
+    import triton.runtime.interpreter as ti
+    from triton.language.semantic import TritonSemantic
+
+    if not interpret.install():
+        pytest.skip("Triton is not interpreted here")
+    asserted = []
+    device_assert = TritonSemantic.device_assert
+    monkeypatch.setattr(TritonSemantic, "device_assert", lambda *a: asserted.append(a[2]) or device_assert(*a))
+    x = torch.full((4,), 100000, dtype=torch.int32)
+    out = torch.empty_like(x)
+    _wrapping_kernel[(1,)](x, out)
+    assert out.tolist() == [int(np.array([100000 * 1000000], dtype=np.int64).astype(np.int32)[0])] * 4
+    assert asserted == []  # nothing computed for a device_assert that would drop it
+    monkeypatch.setattr(ti.interpreter_builder, "options", ti.InterpreterOptions(debug=True))
+    with pytest.raises(Exception, match="int32 overflow detected for operation mul"):  # InterpreterError
+        _wrapping_kernel[(1,)](x, out)

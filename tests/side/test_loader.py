@@ -17,10 +17,16 @@ def project(tmp_path, monkeypatch):
     (tmp_path / "kernels" / "__init__.py").write_text("")
     (tmp_path / "kernels" / "k.py").write_text("def kernel(x):\n    return x\n")
     monkeypatch.setattr(loader, "_PRELOADED", dict(loader._PRELOADED))
+    theirs = _take_kernels_modules()  # the repository's own `kernels`, when another test imported it
     yield tmp_path
-    for name in [n for n in sys.modules if n == "kernels" or n.startswith("kernels.")]:
-        del sys.modules[name]
+    _take_kernels_modules()
+    sys.modules.update(theirs)
     sys.path[:] = [p for p in sys.path if p != str(tmp_path)]
+
+
+def _take_kernels_modules() -> dict:
+    out = {n: sys.modules.pop(n) for n in list(sys.modules) if n == "kernels" or n.startswith("kernels.")}
+    return out
 
 
 def test_a_kernel_module_loaded_after_the_snapshot_is_found(project):
