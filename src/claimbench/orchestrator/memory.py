@@ -81,7 +81,7 @@ def misplaced(pid: int, ptr: int, nbytes: int) -> str:
     if not nbytes:
         return ""
     lo, hi, covered = ptr, ptr + nbytes, ptr
-    for start, end, perms, path in sorted(mappings(pid)):
+    for start, end, perms, path in _around(pid, lo, hi):
         if end <= lo or start >= hi:
             continue
         if path.startswith(f"/memfd:{OPERAND_MEMFD}"):
@@ -90,6 +90,41 @@ def misplaced(pid: int, ptr: int, nbytes: int) -> str:
             break
         covered = max(covered, end)
     return "" if covered >= hi else f"spans {lo:#x}-{hi:#x}, which the process has not mapped readable"
+
+
+def _around(pid: int, lo: int, hi: int) -> list[tuple[int, int, str, str]]:
+    """The mappings of ``pid`` that may overlap [lo, hi), in address order, the first of them found by
+    bisection: the kernel lists a process's mappings sorted and disjoint, and parsing all of a torch
+    process's (about 400 lines, 0.6 ms) for each output checked was a tenth of the orchestrator's time.
+    A listing out of order is parsed whole and sorted, as before."""
+    with open(f"/proc/{pid}/maps", "rb") as f:
+        lines = f.read().splitlines()
+
+    def start_of(i: int) -> int:
+        return int(lines[i][:lines[i].index(b"-")], 16)
+
+    def row(i: int) -> tuple[int, int, str, str]:
+        parts = lines[i].split(maxsplit=5)
+        a, b = (int(x, 16) for x in parts[0].split(b"-"))
+        return a, b, parts[1].decode("ascii", "replace"), parts[5].strip().decode("utf-8", "replace") if len(parts) > 5 else ""
+
+    starts_sorted = all(start_of(i) < start_of(i + 1) for i in (0, len(lines) // 2 - 1, len(lines) - 2) if 0 <= i < len(lines) - 1)
+    if not starts_sorted:
+        return sorted(row(i) for i in range(len(lines)))
+    first, top = 0, len(lines)  # the last mapping starting at or below lo
+    while top - first > 1:
+        mid = (first + top) // 2
+        if start_of(mid) <= lo:
+            first = mid
+        else:
+            top = mid
+    out = []
+    for i in range(first, len(lines)):
+        r = row(i)
+        if r[0] >= hi:
+            break
+        out.append(r)
+    return out
 
 
 class OwnedBuffer:
