@@ -89,6 +89,20 @@ def test_cheat_is_never_verified(project, hw, name, servers):
     assert any(w.lower() in out.reason.lower() for w in words), out.reason
 
 
+def test_the_first_wrong_timed_answer_ends_the_claim_rejected(project, hw, servers):
+    """One wrong timed answer decides the verdict: the claim stops there, its later rounds and its
+    second and third processes never run (before, all three ran, to reject it anyway), and the record
+    keeps the checks made until then."""
+    from claimbench.store.record import load_record
+
+    out = _run(project, hw, "first_n_stops", "first_n_calls", servers=servers)
+    assert out.status == Status.REJECTED and "wrong answers (1 of " in out.reason, out.reason
+    rec = load_record(out.record_path)
+    assert rec.protocol["repeat"] == 1, rec.protocol["repeat"]
+    checks = rec.protocol["timed_checks"]
+    assert checks["failed"] == 1 and checks["checked"] >= 1, checks
+
+
 def test_hang_is_a_timeout_and_the_next_claim_still_runs(project, hw, servers):
     out = _run(project, hw, "crash_hang", "crash_hang", timeout_s=8.0, servers=servers)
     assert out.status == Status.TIMEOUT

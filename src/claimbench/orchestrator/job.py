@@ -167,8 +167,10 @@ class ClaimRun:
 
     @property
     def passed(self) -> bool:
-        """It ran to the end and its correctness check passed: only then may a next process run."""
-        return not self.outcome and self.correctness is not None and self.correctness.passed is True
+        """It ran to the end, its correctness check passed and nothing was rejected: only then may a
+        next process run. A rejection already decides the verdict; more processes would only repeat it."""
+        return (not self.outcome and not self.rejections and self.correctness is not None
+                and self.correctness.passed is True)
 
     def to_dict(self) -> dict[str, Any]:
         """As plain data, for JSON: a rank process writes it and `from_dict` reads it back."""

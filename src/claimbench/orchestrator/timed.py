@@ -383,7 +383,9 @@ class Rechecks:
 
     def finish_round(self) -> None:
         """Draws one candidate of the round, after its calls returned, and checks it against a fresh reference
-        with that sample's edits; a mismatch goes to `failures`."""
+        with that sample's edits. A mismatch ends the claim `rejected` at once: one wrong timed answer already
+        decides the verdict, so more rounds and processes would only spend the machine's time (on a GPU, the
+        full-size rounds) to say the same."""
         if self.inputs is None or not self.candidates:
             self.candidates = []
             return
@@ -394,11 +396,14 @@ class Rechecks:
         outs = [codec.from_bytes(raw, b.dtype, b.shape, strides=b.strides) for raw, b in zip(raws, bufs)]
         self.checked += 1
         if len(outs) != len(ref):
-            self.failures.append(f"{len(outs)} outputs, the reference has {len(ref)}")
-            return
+            self._wrong(f"{len(outs)} outputs, the reference has {len(ref)}")
         for i, (o, rr) in enumerate(zip(outs, ref)):
             expect = self.expect_dtypes[i] if self.expect_dtypes and i < len(self.expect_dtypes) else None
             res = accuracy.compare(o, rr, self.claim.correctness, out_dtype=bufs[i].dtype, expect_dtype=expect)
             if not res["passed"]:
-                self.failures.append(f"output {i}: {res['reason']}")
-                return
+                self._wrong(f"output {i}: {res['reason']}")
+
+    def _wrong(self, why: str) -> None:
+        self.failures.append(why)
+        raise ClaimEnded("rejected", f"timed calls returned wrong answers ({len(self.failures)} of {self.checked} "
+                         f"checked): {why}")
