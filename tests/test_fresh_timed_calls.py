@@ -23,7 +23,7 @@ from claimbench.options import RunOptions, TimingLimits
 from claimbench.runner import run_one
 from claimbench.stats.status import Status as S
 
-TIMING = {"max_time_s": 1.0, "warmup_s": 0.05}
+TIMING = {"max_time_s": 0.5, "warmup_s": 0.05}
 CASES = {
     # (template, extra fields, statuses it may end in)
     "incremental_matmul": (MATMUL, {}, {S.REFUTED, S.INCONCLUSIVE, S.REJECTED}),

@@ -21,7 +21,7 @@ from claimbench.options import RunOptions, TimingLimits
 from claimbench.runner import run_one
 from claimbench.stats.status import Status as S
 
-TIMING = {"max_time_s": 1.0, "warmup_s": 0.05}
+TIMING = {"max_time_s": 0.5, "warmup_s": 0.05}
 CASES = {
     # (template, extra fields, statuses it may end in with the rules off, and the reason's start)
     "forged_location": (TRANSPOSE, {"value": "1.5"}, {S.REJECTED}, "the kernel's output"),
