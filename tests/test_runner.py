@@ -33,7 +33,7 @@ def hw(project):
 
 def opts(project, **kw):
     # one thread: OpenMP threads on a loaded 2-core machine turn a 10 us sum into 10 ms
-    return RunOptions(results=project / "results", timing=TimingLimits(max_time_s=1.0, warmup_s=0.1), threads=1, **kw)
+    return RunOptions(results=project / "results", timing=TimingLimits(max_time_s=0.5, warmup_s=0.1), threads=1, **kw)
 
 
 def test_cpu_claim_runs_to_a_verified_record_that_audit_can_recompute(project, hw):
@@ -273,7 +273,7 @@ def test_a_sweep_measures_each_point_after_the_claims_own_and_records_each(proje
 
     results = project / "results-sweep"
     code = main(["--root", str(project), "run", str(project / "claims/valid/rowsum-cpu-sweep.yaml"), "--results",
-                 str(results), "--format", "json", "--quiet", "--repeat", "1", "--threads", "1", "--max-time-s", "1",
+                 str(results), "--format", "json", "--quiet", "--repeat", "1", "--threads", "1", "--max-time-s", "0.5",
                  "--warmup-s", "0.1", "--timing", "report"])
     (row,) = json.loads(capsys.readouterr().out)
     assert code == 0 and row["claim"] == "rowsum-cpu-sweep"
@@ -288,7 +288,7 @@ def test_a_sweep_measures_each_point_after_the_claims_own_and_records_each(proje
     assert check_record(own) == [] and check_record(far) == []
     assert len(list((results / "records" / "rowsum-cpu-sweep").glob("*.json"))) == 2
     code = main(["--root", str(project), "run", str(project / "claims/valid/rowsum-cpu-sweep.yaml"), "--results",
-                 str(results), "--format", "json", "--quiet", "--repeat", "1", "--threads", "1", "--max-time-s", "1",
+                 str(results), "--format", "json", "--quiet", "--repeat", "1", "--threads", "1", "--max-time-s", "0.5",
                  "--warmup-s", "0.1", "--timing", "report", "--no-sweep"])
     (row,) = json.loads(capsys.readouterr().out)
     assert row["sweep"] == [] and len(list((results / "records" / "rowsum-cpu-sweep").glob("*.json"))) == 3
