@@ -75,10 +75,11 @@ def write_claim(project: Path, name: str, device: str) -> Path:
 
 
 def run_case(project: Path, hw, name: str, device: str, results: Path, *, timeout_s: float = 180.0,
-             max_time_s: float = 0.5, warmup_s: float = 0.2):
+             max_time_s: float = 0.5, warmup_s: float = 0.2, repeat: int | None = None):
     from claimbench.options import RunOptions, TimingLimits
     from claimbench.runner import run_one
-    opts = RunOptions(results=results, timeout_s=timeout_s, timing=TimingLimits(max_time_s=max_time_s, warmup_s=warmup_s))
+    opts = RunOptions(results=results, timeout_s=timeout_s, repeat=repeat,
+                      timing=TimingLimits(max_time_s=max_time_s, warmup_s=warmup_s))
     return run_one(write_claim(project, name, device), project, hw, opts=opts)
 
 

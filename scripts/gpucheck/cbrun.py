@@ -46,7 +46,9 @@ def run_claim(ctx: Ctx, claim: Path, results: Path, budget: ClaimBudget, *, root
            "--format", "json", "--timeout-s", str(budget.timeout_s), "--max-time-s", str(budget.max_time_s),
            "--warmup-s", str(budget.warmup_s),
            # the ceilings stage measured into this folder: without it each claim re-measures in its own budget
-           "--ceilings", str(Path(ctx.results) / ".cache"), *extra]
+           "--ceilings", str(Path(ctx.results) / ".cache"),
+           # a GPU claim runs one process (precision.MIN_PROCESSES); the CPU rehearsal takes that path, not a CPU's three
+           *(("--repeat", "1") if ctx.device != "cuda" else ()), *extra]
     p = run_cmd(cmd, timeout_s=budget.hard_s, cwd=root, log=log)
     got = parse_outcomes(p.out)
     if got:

@@ -66,7 +66,8 @@ def cheats_stage(ctx: Ctx) -> None:
         out = cases.run_case(project, hw, name, device, results, timeout_s=min(per, 150.0),
                              # a round costs about 1 s on the GPU (an 8.4M-element input and its check): the
                              # honest control needs three rounds to verify, so 0.5 s left it inconclusive
-                             max_time_s=4.0 if device == "cuda" else 0.2, warmup_s=0.2 if device == "cuda" else 0.05)
+                             max_time_s=4.0 if device == "cuda" else 0.2, warmup_s=0.2 if device == "cuda" else 0.05,
+                             repeat=1)  # a GPU claim's one process; the CPU rehearsal takes that path too
         if out.status.value == "timeout":  # the budget, not the cheat, ended it: no judgement
             skipped.append(name)
             say(f"cheat {name}: not judged: {out.reason[:200]}")
