@@ -78,7 +78,8 @@ OPTIONS: tuple[Option, ...] = (
     Option("node-rank", "multi-node claims: this machine's node rank (Slurm: $SLURM_NODEID)", type=int, default=0,
            metavar="N"),
     Option("master-addr", "multi-node claims: the host of node 0", metavar="HOST"),
-    Option("master-port", "multi-node claims: a free port on node 0", type=int, metavar="N"),
+    Option("master-port", "multi-node claims: a free port on node 0; the orchestrators use the next one", type=int,
+           metavar="N"),
     Option("changed-since", "only claims whose claim file or imported project files changed since git REF (from "
            "the merge base of REF and HEAD, including uncommitted and untracked files)", metavar="REF", group="CI"),
     Option("hardware-only", "only claims this machine can verify; no CPU correctness fallback; exit 1 if none",
@@ -154,8 +155,9 @@ def parse(get: Callable[[str], Any], *, root: Path, prefix: str = "--",
     _positive(prefix, "warmup-s", get("warmup_s"), strict=False)
     _positive(prefix, "node-rank", get("node_rank"), strict=False)
     port = get("master_port")
-    if port is not None and not 0 < port < 65536:
-        raise UsageError(f"{prefix}master-port {port}: must be a TCP port, 1 to 65535")
+    if port is not None and not 0 < port < 65535:  # the orchestrators listen on the next port
+        raise UsageError(f"{prefix}master-port {port}: must be a TCP port, 1 to 65534 (the next one is the "
+                         "orchestrators')")
     results, ceilings, summary, max_memory = get("results"), get("ceilings"), get("summary"), get("max_memory")
     timing = get("timing")
     run = RunOptions(

@@ -3,7 +3,7 @@
 `python -m torch.distributed.run ... -m claimbench.orchestrator.ranks JOBDIR`: every worker the launcher
 starts is an orchestrator like the single-rank one, with its own fork server and its own task,
 kernel and baseline sides, driving the same `orchestrate`. The orchestrators keep in step through
-their own gloo group (coordinate.Ranks); each role's sides form a process group of their own on the
+their own connections to rank 0's (coordinate.Ranks; no torch in an orchestrator); each role's sides form a process group of their own on the
 launcher's store. A rank that stops where the others cannot know exits at once with status 1, and
 the launcher (no restarts) stops the whole group; rank 0 writes the merged result.
 """
@@ -35,7 +35,7 @@ def main(argv: list[str]) -> int:
     status = out / f"rank{rank}.json"
     _write(status, {"phase": "starting"})
     try:
-        coord = Ranks(spec["job"]["timeout_s"])
+        coord = Ranks(spec["job"]["timeout_s"], job_dir=out, nodes=int(spec.get("nodes", 1)))
         spec = coord.broadcast(spec)  # rank 0's seeds and settings, whichever node launched us
         job = job_from_dict(spec["job"])
         seeds = {k: ([s + rank for s in v] if isinstance(v, list) else v + rank) for k, v in job.seeds.items()}
