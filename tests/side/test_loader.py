@@ -58,3 +58,33 @@ def test_without_a_snapshot_every_module_is_resolved(project):
     loader._PRELOADED.clear()
     loader.load(project, "kernels/k.py:kernel")
     assert loader.project_modules(project) == ["kernels/__init__.py", "kernels/k.py"]
+
+
+def test_a_planted_bytecode_file_is_never_run_in_place_of_the_source(tmp_path):
+    """A kernel with write access (`--sandbox none`) can plant `kernels/__pycache__/x.cpython-*.pyc`
+    whose header copies x.py's mtime and size; the file census leaves `__pycache__` alone, and
+    Python would run the planted code in a later side (a task's reference made to agree with a
+    wrong kernel) while the record hashed x.py. The side imports project files from source."""
+    import importlib.util
+    import os
+    import subprocess
+    from importlib._bootstrap_external import _code_to_timestamp_pyc  # how CPython writes one
+
+    (tmp_path / "kernels").mkdir()
+    (tmp_path / "kernels" / "__init__.py").write_text("")
+    src = tmp_path / "kernels" / "task.py"
+    src.write_text("def reference(x):\n    return x + 1\n")
+    st = os.stat(src)
+    forged = compile("def reference(x):\n    return x - 1\n", str(src), "exec")
+    pyc = importlib.util.cache_from_source(str(src))
+    os.makedirs(os.path.dirname(pyc))
+    with open(pyc, "wb") as f:
+        f.write(_code_to_timestamp_pyc(forged, int(st.st_mtime), st.st_size))
+    code = ("import sys; from pathlib import Path; from claimbench.side.loader import load; "
+            f"print(load(Path({str(tmp_path)!r}), 'kernels/task.py:reference')(10))")
+    plain = subprocess.run([sys.executable, "-c", f"import sys; sys.path.insert(0, {str(tmp_path)!r}); "
+                            "import kernels.task; print(kernels.task.reference(10))"],
+                           capture_output=True, text=True, timeout=60)
+    assert plain.stdout.strip() == "9", plain.stdout + plain.stderr  # the plant works on plain Python
+    side = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert side.stdout.strip() == "11", side.stdout + side.stderr

@@ -7,6 +7,8 @@ that leaves kernels/ is refused here too, not only by ``check``.
 from __future__ import annotations
 
 import importlib
+import importlib.abc
+import importlib.machinery
 import sys
 from pathlib import Path
 from typing import Callable, Optional
@@ -28,6 +30,8 @@ def load(root: Path, ref: str) -> Callable:
         raise LoadError(f"{ref}: not a .py file inside kernels/")
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
+    if not any(isinstance(f, _ProjectFromSource) and f.kernels == kernels for f in sys.meta_path):
+        sys.meta_path.insert(0, _ProjectFromSource(kernels))
     module_name = ".".join(path.relative_to(root.resolve()).with_suffix("").parts)
     module = importlib.import_module(module_name)
     if Path(getattr(module, "__file__", "")).resolve() != path:
@@ -69,3 +73,34 @@ def project_modules(root: Path) -> list[str]:
         if path.is_relative_to(kernels):
             out.append(str(path.relative_to(root)))
     return sorted(set(out))
+
+
+class _ProjectFromSource(importlib.abc.MetaPathFinder):
+    """Imports every module under kernels/ from its source, never from a `__pycache__` file.
+
+    Python would take `kernels/__pycache__/x.cpython-311.pyc` for x.py whenever its header names
+    x.py's mtime and size, which a writer can copy. A kernel run with `--sandbox none` may write
+    into the project, and the file census leaves `__pycache__` alone (the interpreter writes there
+    itself), so a planted file would have given a later side, the task's included, code that
+    `source_sha256` never hashed: a reference made to agree with a wrong kernel. From source, what
+    runs is what the record hashes. A claim's own files are few and small: compiling them is
+    milliseconds."""
+
+    def __init__(self, kernels: Path) -> None:
+        self.kernels = kernels
+
+    def find_spec(self, name, path, target=None):  # noqa: ANN001 (the import system's protocol)
+        spec = importlib.machinery.PathFinder.find_spec(name, path, target)
+        if spec is None or not spec.origin or not isinstance(spec.loader, importlib.machinery.SourceFileLoader):
+            return None
+        if not Path(spec.origin).resolve().is_relative_to(self.kernels):
+            return None
+        spec.loader = _SourceOnly(spec.loader.name, spec.loader.path)
+        spec.cached = None
+        return spec
+
+
+class _SourceOnly(importlib.machinery.SourceFileLoader):
+    def get_code(self, fullname: str):  # noqa: ANN201 (a code object, as SourceFileLoader's)
+        path = self.get_filename(fullname)
+        return self.source_to_code(self.get_data(path), path)
