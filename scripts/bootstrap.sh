@@ -23,7 +23,8 @@ for extra in $EXTRAS; do
 done
 spec=${spec/.,/.[}
 [ "$spec" = "." ] || spec="$spec]"
-if [ "$wants_torch" = 1 ] && ! .venv/bin/python -c "import torch" 2>/dev/null; then
+# find_spec, not `import torch`: the import alone is about 2 s of CPU on a 2-core machine
+if [ "$wants_torch" = 1 ] && ! .venv/bin/python -c "import importlib.util as u, sys; sys.exit(u.find_spec('torch') is None)" 2>/dev/null; then
   echo "bootstrap: installing ${TORCH_SPEC:-torch==2.13.0} into .venv (a few minutes on a fresh machine)" >&2
   # shellcheck disable=SC2086
   .venv/bin/python -m pip install -q ${TORCH_SPEC:-torch==2.13.0}
