@@ -37,13 +37,34 @@ class Stat:
     policy: int = 0                  # SCHED_OTHER 0, FIFO 1, RR 2, BATCH 3, IDLE 5, DEADLINE 6  # the wait status of a zombie (Linux 3.5+), before it is reaped
 
 
+def _stat_line(path: str) -> Optional[str]:
+    """A /proc stat file's one line, read with bare system calls: the orchestrator reads thousands a
+    claim (every census, every stop of a side), and a Python file object cost a third of the read."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+    except OSError:
+        return None
+    try:
+        return os.read(fd, 4096).decode("ascii", "replace")  # the line is a few hundred bytes
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def state(pid: int) -> Optional[str]:
+    """One process's state letter (R, S, T, Z ...), or None once it is gone: the stop wait's poll."""
+    raw = _stat_line(f"/proc/{pid}/stat")
+    if not raw:
+        return None
+    at = raw.rfind(")") + 2
+    return raw[at:at + 1] or None
+
+
 def stat(pid: int, tid: Optional[int] = None) -> Optional[Stat]:
     """One process's (with ``tid``, one thread's) /proc stat line; None once it is gone or unreadable."""
-    path = f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat"
-    try:
-        with open(path, "rb") as f:
-            raw = f.read().decode("ascii", "replace")
-    except OSError:
+    raw = _stat_line(f"/proc/{pid}/stat" if tid is None else f"/proc/{pid}/task/{tid}/stat")
+    if not raw:
         return None
     rest = raw[raw.rfind(")") + 2:].split()  # the command name may hold spaces and parentheses
     return Stat(pid=pid, state=rest[0], ppid=int(rest[1]), pgid=int(rest[2]), sid=int(rest[3]),
