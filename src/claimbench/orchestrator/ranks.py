@@ -3,9 +3,10 @@
 `python -m torch.distributed.run ... -m claimbench.orchestrator.ranks JOBDIR`: every worker the launcher
 starts is an orchestrator like the single-rank one, with its own fork server and its own task,
 kernel and baseline sides, driving the same `orchestrate`. The orchestrators keep in step through
-their own connections to rank 0's (coordinate.Ranks; no torch in an orchestrator); each role's sides form a process group of their own on the
-launcher's store. A rank that stops where the others cannot know exits at once with status 1, and
-the launcher (no restarts) stops the whole group; rank 0 writes the merged result.
+their own connections to rank 0's (coordinate.Ranks; no torch in an orchestrator); each role's sides
+form a process group of their own on the launcher's store. A rank that stops where the others
+cannot know exits at once with status 1, and the launcher (no restarts) stops the whole group; rank 0
+writes the merged result.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ import random
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, Optional
+from typing import Any, Literal, NoReturn, Optional
 
 import numpy as np
 
@@ -403,7 +403,7 @@ class Rechecks:
             if not res["passed"]:
                 self._wrong(f"output {i}: {res['reason']}")
 
-    def _wrong(self, why: str) -> None:
+    def _wrong(self, why: str) -> NoReturn:
         self.failures.append(why)
         raise ClaimEnded("rejected", f"timed calls returned wrong answers ({len(self.failures)} of {self.checked} "
                          f"checked): {why}")
