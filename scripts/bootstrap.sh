@@ -30,5 +30,12 @@ if [ "$wants_torch" = 1 ] && ! .venv/bin/python -c "import importlib.util as u, 
   .venv/bin/python -m pip install -q ${TORCH_SPEC:-torch==2.13.0}
 fi
 echo "bootstrap: installing claimbench with extras '$EXTRAS' into .venv" >&2
-.venv/bin/python -m pip install -q -e "$spec"
+# Where the venv already has a setuptools that builds an editable wheel alone (71 or later, which
+# needs no `wheel` package; torch brings one), building in the venv skips pip's isolated build
+# environment: 5.4 -> 2.8 s here. A bare venv (Python 3.11's has setuptools 65) builds isolated.
+isolation=""
+if .venv/bin/python -c "import sys, setuptools; sys.exit(int(setuptools.__version__.split('.')[0]) < 71)" 2>/dev/null; then
+  isolation="--no-build-isolation"
+fi
+.venv/bin/python -m pip install -q $isolation -e "$spec"
 command -v bwrap >/dev/null 2>&1 || echo "bootstrap: no bubblewrap: claims run confined by Landlock where the kernel has it (Linux 5.13+), else unsandboxed; claimbench run says which (as root: apt-get install bubblewrap)" >&2
