@@ -225,8 +225,8 @@ class SideProcess:
 
     def alive(self) -> bool:
         """Whether the side's main process still exists and is not a zombie."""
-        s = census.stat(self.pid)
-        return s is not None and s.state not in ("Z", "X")
+        st = census.state(self.pid)
+        return st is not None and st not in ("Z", "X")
 
 
 def _scratch(root: Path) -> str:

@@ -228,8 +228,8 @@ class RemoteTimer:
 def _wait_running(pid: int, timeout_s: float = 0.5) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        s = census.stat(pid)
-        if s is None or s.state not in ("T", "t"):
+        st = census.state(pid)
+        if st is None or st not in ("T", "t"):
             return
 
 
