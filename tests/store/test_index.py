@@ -50,6 +50,18 @@ def test_changed_deleted_and_torn_lines_are_repaired(tree):
     assert ix.read_index(root / "results").reread == 0
 
 
+def test_a_line_that_is_not_utf8_costs_only_its_own_record(tree):
+    """Before, one such byte made the whole index unreadable and every record was read again."""
+    root, recs = tree
+    index = root / "results" / ix.INDEX_NAME
+    lines = index.read_bytes().splitlines(keepends=True)
+    lines[0] = lines[0].replace(b'"claim_id":"', b'"claim_id":"\xff', 1)
+    index.write_bytes(b"".join(lines))
+    idx = ix.read_index(root / "results")
+    assert idx.reread == 1 and len(idx.summaries) == len(recs)
+    assert ix.read_index(root / "results").reread == 0
+
+
 def test_corrupt_record_gets_an_error_summary(tree):
     root, recs = tree
     recs["bw_h200"].write_bytes(b"\xff\xfe not json")
