@@ -67,13 +67,22 @@ def test_two_rank_gloo_claim_end_to_end(tmp_path):
     assert "max over 2 ranks" in rec.protocol["timer"]
 
 
-def test_a_wrong_answer_on_one_rank_is_incorrect_and_names_the_rank(tmp_path):
+def test_a_wrong_answer_on_one_rank_is_incorrect_and_names_the_rank(tmp_path, monkeypatch):
+    """And the launch leaves no folder in the temporary folder: before, torch's launcher left a
+    `torchelastic_*` folder there after every multi-rank claim (its default log folder)."""
+    import tempfile
+
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))
+    monkeypatch.setattr(tempfile, "tempdir", None)
     res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum_kernel.py:wrong_on_rank1", trials=1))
     assert res.outcome is None, res.outcome_reason
     corr = res.correctness
     assert corr is not None and corr.passed is False and corr.reason.startswith("rank 1:")
     assert [r["passed"] for r in corr.trials[0]["ranks"]] == [True, False]
     assert not res.timing
+    assert sorted(p.name for p in scratch.iterdir() if not p.name.endswith(".lock")) == []
 
 
 def test_a_failing_rank_gives_error_with_its_message(tmp_path):

@@ -45,7 +45,10 @@ def launch(job: Job, ranks: int, nodes: Nodes, *, sandbox: str, run_id: str,
         (out / "job.json").write_text(json.dumps({"job": job_to_dict(job), "sandbox": sandbox, "run_id": run_id,
                                                    "nodes": nodes.count}, default=str))
         argv = [sys.executable, "-m", "torch.distributed.run", f"--nnodes={nodes.count}",
-                f"--nproc-per-node={per_node}", "--max-restarts=0", "--monitor-interval=0.2"]
+                f"--nproc-per-node={per_node}", "--max-restarts=0", "--monitor-interval=0.2",
+                # torch's launcher otherwise makes a torchelastic_* folder of its own in the system's
+                # temporary folder and leaves it there after every multi-rank claim
+                f"--log-dir={out / 'elastic'}"]
         if nodes.count == 1:
             argv.append("--standalone")
         else:
