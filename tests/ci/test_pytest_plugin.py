@@ -261,13 +261,13 @@ def test_claims_measure_one_at_a_time_across_workers(tmp_path):
 
     from claimbench.orchestrator.lock import lock_path, one_claim_at_a_time
 
-    probe = ("import fcntl, sys\nf = open(sys.argv[1], 'a')\n"
-             "try:\n    fcntl.flock(f, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)\n")
-    lock = lock_path(tmp_path)
+    probe = ("import fcntl, os, sys\nfd = os.open(sys.argv[1], os.O_RDONLY | os.O_DIRECTORY)\n"
+             "try:\n    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)\nexcept BlockingIOError:\n    sys.exit(3)\n")
     with one_claim_at_a_time(tmp_path):
-        held = subprocess.run([sys.executable, "-c", probe, str(lock)])
-    free = subprocess.run([sys.executable, "-c", probe, str(lock)])
+        held = subprocess.run([sys.executable, "-c", probe, str(tmp_path)])
+    free = subprocess.run([sys.executable, "-c", probe, str(tmp_path)])
     assert (held.returncode, free.returncode) == (3, 0)
+    assert not lock_path(tmp_path).exists()  # the project's folder is the lock: no file is made
 
 
 def test_a_bad_list_fails_its_own_item_and_the_unit_tests_still_run(pytester, fake):

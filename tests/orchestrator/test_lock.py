@@ -29,7 +29,38 @@ def test_a_writing_command_waits_for_the_claim_and_says_so_in_one_line(tmp_path)
         holder.wait(10)
         if holder.stdout is not None:
             holder.stdout.close()
-    assert lock_path(tmp_path).exists()
+    assert not lock_path(tmp_path).exists()  # the folder itself was locked: no file is left behind
+
+
+def test_a_file_system_that_refuses_a_lock_on_a_folder_gets_the_lock_file(tmp_path, monkeypatch):
+    """The fallback is still one lock: a writer and a claim exclude each other through the file."""
+    import fcntl
+    import os
+
+    real = fcntl.flock
+    refused = []
+
+    def no_folder_locks(fd, how):
+        if os.path.isdir(f"/proc/self/fd/{fd}"):
+            refused.append(fd)
+            raise OSError(37, "No locks available")  # ENOLCK, as some network file systems answer
+        return real(fd, how)
+
+    monkeypatch.setattr(fcntl, "flock", no_folder_locks)
+    from claimbench.orchestrator.lock import one_claim_at_a_time
+
+    with one_claim_at_a_time(tmp_path):
+        assert refused and lock_path(tmp_path).exists()
+        probe = os.open(lock_path(tmp_path), os.O_RDONLY)
+        try:
+            try:
+                real(probe, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                held = False
+            except BlockingIOError:
+                held = True
+        finally:
+            os.close(probe)
+    assert held
 
 
 def test_an_unheld_lock_is_taken_silently(tmp_path):
