@@ -8,9 +8,10 @@ The lock is taken on the project's folder itself (`flock` on a descriptor of the
 file is made, a read-only project can still be locked, and two paths to one folder are one lock.
 Before, a lock file per project path stayed in the system's temporary folder for good (2,272 on
 this project's VM, about 150 more per test run). Where the file system refuses a lock on a folder,
-the lock is a file in the temporary folder named after the project's path, as before. The commands that write into the project (`ingest`, `publish`, `new`, `site`)
-take the same lock, so their writes never fall inside a claim's window, where the census would
-take them for the claim's and undo them.
+the lock is a file in the temporary folder named after the project's path, as before. The
+commands that write into the project (`ingest`, `publish`, `new`, `site`) take the same lock, so
+their writes never fall inside a claim's window, where the census would take them for the
+claim's and undo them.
 """
 
 from __future__ import annotations
