@@ -36,6 +36,7 @@ def test_a_file_system_that_refuses_a_lock_on_a_folder_gets_the_lock_file(tmp_pa
     """The fallback is still one lock: a writer and a claim exclude each other through the file."""
     import fcntl
     import os
+    import tempfile
 
     real = fcntl.flock
     refused = []
@@ -47,6 +48,8 @@ def test_a_file_system_that_refuses_a_lock_on_a_folder_gets_the_lock_file(tmp_pa
         return real(fd, how)
 
     monkeypatch.setattr(fcntl, "flock", no_folder_locks)
+    monkeypatch.setenv("TMPDIR", str(tmp_path))  # the fallback file lands here, not in the machine's /tmp
+    monkeypatch.setattr(tempfile, "tempdir", None)
     from claimbench.orchestrator.lock import one_claim_at_a_time
 
     with one_claim_at_a_time(tmp_path):
