@@ -221,7 +221,11 @@ def test_run_claims_shares_one_fork_server_and_leaves_no_process_behind(project,
     said: list[str] = []
     # correctness only: what is tested is the servers and the processes, not a number (timing is the
     # main job's, and test_cpu_claim_runs_to_a_verified_record... times this claim)
-    _, outcomes = runner.run_claims([first, good, good], project, opts(project, progress=said.append, correctness_only=True))
+    # a Triton claim among them: on a CPU every side has Triton's interpreter switch, so one server
+    # serves both kinds (before: a second server, one more torch import, for the Triton claim)
+    triton = project / "claims/valid/triton-scale.yaml"
+    _, outcomes = runner.run_claims([first, good, triton, good], project,
+                                    opts(project, progress=said.append, correctness_only=True))
     assert not left.exists() and any(f"left by killed runs: {left}" in line for line in said), said
     assert outcomes[0].status == Status.REJECTED, outcomes[0].reason
     assert all(o.status == Status.SKIPPED and o.checked for o in outcomes[1:]), [o.reason for o in outcomes]

@@ -112,14 +112,14 @@ def _placement(claim: Claim, root: Path, *, hw: Hardware, opts: RunOptions) -> t
     return ok, why, claim.hardware.device if ok else "cpu", names
 
 
-def _first_env(claim_path: Path, root: Path, *, hw: Hardware, opts: RunOptions, listing) -> Optional[dict]:
+def _first_env(claim_path: Path, root: Path, *, hw: Hardware, opts: RunOptions, listing) -> dict:
     """The sides' environment of the first claim, so the early fork server is one it will use: a Triton
     claim checked on CPU needs an interpreted one, and an unused server cost a torch import (about 20%
-    of such a claim's `run --timing off`, measured with py-spy). None (the plain server) when the claim
-    does not pass its checks: run_one says why."""
+    of such a claim's `run --timing off`, measured with py-spy). When the claim does not pass its
+    checks (run_one says why), the machine's own device's: what most claims after it will need."""
     checked = gate_file(Path(claim_path), root, listing)
     if not checked.ok or checked.claim is None:
-        return None
+        return backends.child_env([], hw.device)
     _, _, device, names = _placement(checked.claim, root, hw=hw, opts=opts)
     return backends.child_env(names, device)
 

@@ -4,8 +4,9 @@ One server per kind of sandbox a claim needs (a CUDA claim inside bwrap needs th
 and per import-time environment (backends.IMPORT_TIME_ENV): a Triton claim checked on CPU needs
 `TRITON_INTERPRET=1` before the server imports Triton, since Triton fixes at import whether its
 standard library is interpreted. Setting the variable in the forked side is too late, and setting
-it for every server would interpret a GPU claim's kernel on a machine that can compile it; so such
-claims get a server of their own (one more torch import, about 3 s, once per run). The server
+it for every server would interpret a GPU claim's kernel on a machine that can compile it. Every
+side of a claim run on the CPU has it (backends.child_env), so a CPU run needs one server; on a GPU
+machine, claims checked on its CPU get a server of their own (one more torch import). The server
 refuses a side whose import-time environment differs from its own (side/server.py), so a mismatch
 is an error, never a kernel that silently runs another way.
 The first starts before hardware detection, so its second of imports overlaps the parent's work.

@@ -78,7 +78,13 @@ def infer(path: Path) -> str:
 
 
 def child_env(backends: list[str], device: str) -> dict:
-    env: dict = {}
+    """The environment a claim's sides get beyond the run's own.
+
+    On a CPU every side has Triton's import-time switch set, whatever its backends: there Triton can
+    only run interpreted, so the switch changes nothing for a torch or CuPy claim, and all of a CPU
+    run's claims then come from one fork server instead of two (a torch import less per run, about
+    2 CPU-s on a 2-core machine). A GPU side's environment is only what its backends ask for."""
+    env: dict = dict(get("triton").cpu_env) if device == "cpu" else {}
     for name in backends:
         env.update(get(name).env(device))
     return env
