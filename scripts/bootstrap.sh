@@ -29,13 +29,24 @@ if [ "$wants_torch" = 1 ] && ! .venv/bin/python -c "import importlib.util as u, 
   # shellcheck disable=SC2086
   .venv/bin/python -m pip install -q ${TORCH_SPEC:-torch==2.13.0}
 fi
-echo "bootstrap: installing claimbench with extras '$EXTRAS' into .venv" >&2
-# Where the venv already has a setuptools that builds an editable wheel alone (71 or later, which
-# needs no `wheel` package; torch brings one), building in the venv skips pip's isolated build
-# environment: 5.4 -> 2.8 s here. A bare venv (Python 3.11's has setuptools 65) builds isolated.
-isolation=""
-if .venv/bin/python -c "import sys, setuptools; sys.exit(int(setuptools.__version__.split('.')[0]) < 71)" 2>/dev/null; then
-  isolation="--no-build-isolation"
+# What was installed, per extras: pyproject.toml's hash and this checkout's path. When they match and
+# the venv's claimbench is this checkout's src/, pip is not run again (3.4 s a call here, paid by the
+# README's two commands on every run); any change to pyproject.toml installs again.
+stamp=".venv/.claimbench-installed-$(printf '%s' "$spec" | sha256sum | cut -c1-16)"
+want="$(sha256sum pyproject.toml | cut -c1-64) $PWD"
+if [ -f "$stamp" ] && [ "$(cat "$stamp")" = "$want" ] && \
+   .venv/bin/python -c "import sys, claimbench; sys.exit(not claimbench.__file__.startswith(sys.argv[1]))" "$PWD/src/" 2>/dev/null; then
+  echo "bootstrap: claimbench with extras '$EXTRAS' is installed in .venv (pyproject.toml unchanged since)" >&2
+else
+  echo "bootstrap: installing claimbench with extras '$EXTRAS' into .venv" >&2
+  # Where the venv already has a setuptools that builds an editable wheel alone (71 or later, which
+  # needs no `wheel` package; torch brings one), building in the venv skips pip's isolated build
+  # environment: 5.4 -> 2.8 s here. A bare venv (Python 3.11's has setuptools 65) builds isolated.
+  isolation=""
+  if .venv/bin/python -c "import sys, setuptools; sys.exit(int(setuptools.__version__.split('.')[0]) < 71)" 2>/dev/null; then
+    isolation="--no-build-isolation"
+  fi
+  .venv/bin/python -m pip install -q $isolation -e "$spec"
+  echo "$want" > "$stamp"
 fi
-.venv/bin/python -m pip install -q $isolation -e "$spec"
 command -v bwrap >/dev/null 2>&1 || echo "bootstrap: no bubblewrap: claims run confined by Landlock where the kernel has it (Linux 5.13+), else unsandboxed; claimbench run says which (as root: apt-get install bubblewrap)" >&2

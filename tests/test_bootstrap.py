@@ -1,0 +1,56 @@
+"""scripts/bootstrap.sh runs pip only when something it installs changed (both README commands call
+it on every run): a fake venv Python records what the script asks of it."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+# Answers the script's probes (torch found, setuptools new enough, claimbench importable from the
+# path given) and logs every call; `pip install` is a call like any other.
+FAKE_PYTHON = """#!/usr/bin/env bash
+echo "$*" >> "$(dirname "$0")/../calls.log"
+exit 0
+"""
+
+
+def _tree(tmp_path: Path) -> Path:
+    root = tmp_path / "checkout"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(ROOT / "scripts" / "bootstrap.sh", root / "scripts" / "bootstrap.sh")
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    python = root / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text(FAKE_PYTHON)
+    python.chmod(0o755)
+    return root
+
+
+def _bootstrap(root: Path, *extras: str) -> list[str]:
+    log = root / ".venv" / "calls.log"
+    log.unlink(missing_ok=True)
+    p = subprocess.run(["bash", str(root / "scripts" / "bootstrap.sh"), *extras], capture_output=True, text=True, timeout=60)
+    assert p.returncode == 0, p.stderr
+    return [line for line in log.read_text().splitlines() if line.startswith("-m pip install")]
+
+
+def test_pip_runs_once_until_pyproject_or_the_extras_change(tmp_path):
+    root = _tree(tmp_path)
+    assert len(_bootstrap(root, "test")) == 1  # first time: installed
+    assert _bootstrap(root, "test") == []  # nothing changed: pip is not run
+    assert len(_bootstrap(root, "run")) == 1  # other extras: installed
+    assert _bootstrap(root, "run") == [] and _bootstrap(root, "test") == []
+    with (root / "pyproject.toml").open("a") as f:
+        f.write("\n# a change\n")
+    assert len(_bootstrap(root, "test")) == 1  # pyproject.toml changed: installed again
+
+
+def test_a_moved_checkout_installs_again(tmp_path):
+    root = _tree(tmp_path)
+    assert len(_bootstrap(root, "test")) == 1
+    moved = tmp_path / "moved"
+    root.rename(moved)
+    assert len(_bootstrap(moved, "test")) == 1  # the editable install points at the old path
