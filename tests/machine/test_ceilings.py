@@ -290,3 +290,34 @@ def test_a_cached_cpu_ceiling_without_a_cache_bandwidth_measures_bandwidth_again
     merged = C._merge(Ceilings(**{**CPU.to_dict(), "cache_gbps": None}), CPU, bandwidth=True)
     assert merged.cache_gbps == 80.0
     assert C._merge(CPU, Ceilings(**{**CPU.to_dict(), "cache_gbps": 60.0}), bandwidth=True).cache_gbps == 80.0
+
+
+def test_two_processes_that_find_no_cache_at_once_measure_once(tmp_path, monkeypatch):
+    """The second waits for the first's measurement and reads it (pytest-xdist workers and CI jobs
+    sharing a runner each measured before: twice the work, each loading the other's)."""
+    import multiprocessing
+    import time
+
+    hw = _cpu_hw("AMD EPYC 7B13")
+    log = tmp_path / "measured.log"
+
+    def slow(device, dtypes, **kw):
+        with log.open("a") as f:
+            f.write(f"{kw['fingerprint'][:8]}\n")
+        time.sleep(0.5)  # the other process starts meanwhile and finds the cache still empty
+        return Ceilings(key=kw["key"], device=device, bandwidth_gbps=10.0, matrix_tflops={"float32": 1.0},
+                        measured_at=datetime.now(timezone.utc).isoformat(timespec="seconds"), method="m",
+                        fingerprint=kw["fingerprint"], spread={"float32": 0.01, "bandwidth": 0.01}, cache_gbps=40.0)
+
+    monkeypatch.setattr(C, "measure_now", slow)
+    said: list[str] = []
+    ctx = multiprocessing.get_context("fork")
+    other = ctx.Process(target=load_or_measure, args=(tmp_path, hw, ("float32",)))
+    other.start()
+    while not log.exists():  # the other process is measuring, holding the lock
+        time.sleep(0.01)
+    got = load_or_measure(tmp_path, hw, ("float32",), progress=said.append)
+    other.join(10)
+    assert other.exitcode == 0
+    assert len(log.read_text().splitlines()) == 1  # measured once, by the other process
+    assert got.matrix_tflops == {"float32": 1.0} and any("waiting for another process" in s for s in said), said

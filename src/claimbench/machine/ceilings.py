@@ -23,10 +23,11 @@ import hashlib
 import json
 import os
 import sys
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Optional
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
 if TYPE_CHECKING:
     from claimbench.machine.hardware import Hardware
@@ -256,8 +257,45 @@ def load_or_measure(cache_dir: Path, hw: "Hardware", dtypes: Optional[tuple[str,
     """Cached ceilings for this machine; measure what is missing (all of it, new dtypes, or
     ceilings whose spread stayed wide when they were measured an hour or more ago)."""
     path = _cache_path(cache_dir, hw)
-    dtypes = tuple(dtypes) if dtypes is not None else DEFAULT_DTYPES[hw.device]
-    cached = _read_cache(path, hw)
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with _one_measurement(path.parent, progress):
+        return _load_or_measure(path, hw, tuple(dtypes) if dtypes is not None else DEFAULT_DTYPES[hw.device],
+                                progress=progress, **measure_kw)
+
+
+@contextmanager
+def _one_measurement(folder: Path, progress: Optional[Progress]) -> Iterator[None]:
+    """One measurement of a machine's ceilings at a time, per cache folder (`flock` on the folder).
+
+    Two runs that found the cache empty (or stale) at once, on one machine (CI jobs sharing a
+    runner, pytest-xdist workers), each measured: twice the work, and each measurement loaded by
+    the other, so both spreads came out wide and both were measured again the next hour. The
+    second now waits and reads what the first wrote. A file system that refuses the lock only
+    costs the duplicate measurement, as before."""
+    import fcntl
+
+    try:
+        fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError:
+        yield
+        return
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if progress is not None:
+                progress("waiting for another process measuring this machine's ceilings (it shares the cache folder)")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        except OSError:  # no locks on folders here
+            pass
+        yield
+    finally:
+        os.close(fd)
+
+
+def _load_or_measure(path: Path, hw: "Hardware", dtypes: tuple[str, ...], *, progress: Optional[Progress],
+                     **measure_kw: Any) -> Ceilings:
+    cached = _read_cache(path, hw)  # read under the lock: whoever held it may have just measured
     key, fp = cache_key(hw), fingerprint(hw)
     if cached is not None:
         missing, bandwidth = _to_measure(cached, dtypes)
@@ -271,7 +309,6 @@ def load_or_measure(cache_dir: Path, hw: "Hardware", dtypes: Optional[tuple[str,
     else:
         measure_kw.setdefault("cache_bytes", _cache_bytes(hw))
         result = measure_now(hw.device, dtypes, key=key, fingerprint=fp, progress=progress, **measure_kw)
-    path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_suffix(f".{os.getpid()}.tmp")
     tmp.write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True))
     os.replace(tmp, path)
