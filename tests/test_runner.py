@@ -234,17 +234,20 @@ def test_run_claims_shares_one_fork_server_and_leaves_no_process_behind(project,
 
 
 def test_a_killed_fork_server_is_replaced_for_the_next_claim(project, hw):
+    from claimbench.machine import backends
     from claimbench.orchestrator.servers import Servers
 
     o = opts(project, correctness_only=True)  # the servers are tested, not a number
+    cpu_env = backends.child_env([], "cpu")  # the server a CPU claim's sides come from
     with Servers(project, o) as servers:
-        first = servers.get(servers.sandbox(cuda=False))
+        first = servers.get(servers.sandbox(cuda=False), cpu_env)
         first.wait_ready()
         first.proc.kill()
         first.proc.wait()
         out = run_one(project / "claims/valid/rowsum-cpu.yaml", project, hw, opts=o, servers=servers)
         assert out.status == Status.SKIPPED and out.checked, out.reason
-        assert servers.get(servers.sandbox(cuda=False)) is not first
+        (now,) = servers.running.values()  # the killed one replaced, under the same key
+        assert now is not first and now.alive()
 
 
 def test_the_table_shows_a_value_without_a_confidence_interval():
