@@ -201,11 +201,10 @@ def test_measuring_reports_progress_and_marks_a_wide_ceiling_unsettled(monkeypat
 
 def test_the_cache_lives_in_the_user_cache_folder(tmp_path, monkeypatch):
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    assert C.default_cache_dir() == tmp_path / "xdg" / "claimbench"
     assert C.cache_dir(None) == tmp_path / "xdg" / "claimbench" and C.cache_dir(tmp_path / "mine") == tmp_path / "mine"
     monkeypatch.setenv("XDG_CACHE_HOME", "relative/dir")  # the XDG spec ignores relative paths
     monkeypatch.setenv("HOME", str(tmp_path / "home"))
-    assert C.default_cache_dir() == tmp_path / "home" / ".cache" / "claimbench"
+    assert C.cache_dir(None) == tmp_path / "home" / ".cache" / "claimbench"
 
 
 def _cached(hw, *, measured_at, unsettled=(), rate=1.0, bw=10.0):

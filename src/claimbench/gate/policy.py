@@ -15,8 +15,10 @@ from typing import Any, Iterable, Iterator, Optional
 
 from pydantic import BaseModel, ValidationError
 
+from claimbench.gate import facts as facts_mod
+from claimbench.gate.facts import facts
 from claimbench.gate.rules import check_kernel_source
-from claimbench.gate.srcgraph import impl_refs, parse, resolved, resolving, split_ref, task_side_rule, top_level_names
+from claimbench.gate.srcgraph import impl_refs, resolved, resolving, split_ref, task_side_rule
 from claimbench.spec import expr, memory, safetext
 from claimbench.spec.claim import POLICY_FIELDS, Claim
 from claimbench.spec.problem import Problem
@@ -219,15 +221,15 @@ def _ref(ref: str, root: Path, kernels: Path, *, keypath: tuple, add) -> bool:
         add(keypath, f"`{file}` resolves outside kernels/ ({real}); kernel code lives under kernels/")
         return False
     try:
-        tree = parse(real)
+        top = facts(real).top_names
     except SyntaxError as e:
         add(keypath, f"`{file}` does not parse: line {e.lineno}: {e.msg}")
         return False
     except (UnicodeDecodeError, OSError) as e:
         add(keypath, f"`{file}` cannot be read: {e}")
         return False
-    if func not in top_level_names(tree):
-        near = difflib.get_close_matches(func, sorted(top_level_names(tree)), n=1)
+    if func not in top:
+        near = difflib.get_close_matches(func, sorted(top), n=1)
         hint = f"; did you mean `{near[0]}`?" if near else ""
         add(keypath, f"`{func}` is not defined at the top level of `{file}`{hint}")
         return False
@@ -335,9 +337,11 @@ def _low_speedup_note(claim: Claim, doc: Document) -> tuple[Problem, ...]:
                     f"(threshold {low:.4g}): it promises little; claim the value you measure if you meant more"),)
 
 
-def _check_many(paths: list[Path], root: Path, listing) -> list[tuple[str, CheckResult]]:
+def _check_many(paths: list[Path], root: Path, listing) -> tuple[list[tuple[str, CheckResult]], dict]:
+    """A forked worker's share, and the file facts it computed (a worker exits without `atexit`,
+    so the parent keeps them: gate/facts.py)."""
     with resolving():  # one pass: each path is resolved once (`srcgraph.resolving`)
-        return [(str(p), gate_file(p, root, listing)) for p in paths]
+        return [(str(p), gate_file(p, root, listing)) for p in paths], facts_mod.take_new()
 
 
 PARALLEL_FROM = 400  # below this, starting workers costs more than it saves
@@ -376,7 +380,9 @@ def _gate_forked(paths: list[Path], root: Path, listing, *, workers: int) -> Opt
             parts = pool.starmap(_check_many, [(c, root, listing) for c in chunks])
     finally:
         gc.unfreeze()
-    by_path = {r_path: r for part in parts for r_path, r in part}
+    for _, new in parts:
+        facts_mod.keep(new)
+    by_path = {r_path: r for part, _ in parts for r_path, r in part}
     return [by_path[str(p)] for p in paths]
 
 def gate_files(paths: Iterable[Path], root: Path, listing=None) -> dict[str, CheckResult]:

@@ -15,7 +15,8 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Optional, Union
 
-from claimbench.gate.srcgraph import children, closure, module_file, nodes, parse, split_ref, walk
+from claimbench.gate.facts import facts
+from claimbench.gate.srcgraph import children, closure, module_file, split_ref, walk
 from claimbench.gate.srcgraph import resolved as real_path
 from claimbench.spec import ops
 from claimbench.spec.claim import Claim
@@ -112,7 +113,7 @@ def reachable(root: Path, path: Path, func: str) -> list[tuple[Path, tuple]]:
         if (p, name) in seen or not p.is_file():
             continue
         seen.add((p, name))
-        info = _fn_info(p, p.stat().st_mtime_ns, name)
+        info = facts(p).functions.get(name)
         if info is None:
             continue
         refs, local, imported = info
@@ -126,35 +127,34 @@ def reachable(root: Path, path: Path, func: str) -> list[tuple[Path, tuple]]:
     return out
 
 
-@lru_cache(maxsize=4096)
-def _fn_info(path: Path, mtime_ns: int, name: str):
-    """A function's references: ("str", line, value), ("attr", line, dotted, resolved),
-    ("name", line, id, alias-or-None); and the local and imported functions it names."""
-    tree = parse(path)
-    al = file_aliases(path)
+def functions_of(tree: ast.Module, al: dict[str, str]) -> dict[str, tuple]:
+    """Each top-level function's references: ("str", line, value), ("attr", line, dotted, resolved),
+    ("name", line, id, alias-or-None), ("dyn", line, message, None); and the local and imported
+    functions it names. Kept per file content (gate/facts.py); `reachable` reads them by name."""
     funcs = _functions(tree)
-    node = funcs.get(name)
-    if node is None:
-        return None
-    refs: list[tuple[str, int, str, Union[bool, str, None]]] = []
-    local, imported = [], []
-    refs.extend(("dyn", line, msg, None) for line, msg in _dynamic_lookups(list(node.body), into_defs=True))
-    for sub in walk(node):
-        if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
-            refs.append(("str", sub.lineno, sub.value, False))
-        elif isinstance(sub, ast.Attribute):
-            root_name = _root(sub)
-            refs.append(("attr", sub.lineno, dotted(sub, al) or sub.attr, root_name is not None and root_name in al))
-        elif isinstance(sub, ast.Name):
-            refs.append(("name", sub.lineno, sub.id, al.get(sub.id)))
-            if sub.id in funcs:
-                local.append(sub.id)
-            elif sub.id in al:
-                imported.append(al[sub.id])
-    return tuple(refs), tuple(local), tuple(imported)
+    out: dict[str, tuple] = {}
+    for name, node in funcs.items():
+        refs: list[tuple[str, int, str, Union[bool, str, None]]] = []
+        local, imported = [], []
+        refs.extend(("dyn", line, msg, None) for line, msg in _dynamic_lookups(list(node.body), into_defs=True))
+        for sub in walk(node):
+            if isinstance(sub, ast.Constant) and isinstance(sub.value, str):
+                refs.append(("str", sub.lineno, sub.value, False))
+            elif isinstance(sub, ast.Attribute):
+                root_name = _root(sub)
+                refs.append(("attr", sub.lineno, dotted(sub, al) or sub.attr, root_name is not None and root_name in al))
+            elif isinstance(sub, ast.Name):
+                refs.append(("name", sub.lineno, sub.id, al.get(sub.id)))
+                if sub.id in funcs:
+                    local.append(sub.id)
+                elif sub.id in al:
+                    imported.append(al[sub.id])
+        out[name] = (tuple(refs), tuple(local), tuple(imported))
+    return out
 
 
-def _forbidden_hit(name: str, forbidden: list[str], resolved: bool) -> str | None:
+@lru_cache(maxsize=65536)
+def _forbidden_hit(name: str, forbidden: tuple[str, ...], resolved: bool) -> str | None:
     """A resolved name (rooted at an import) hits when it is the forbidden name or, rooted at torch,
     reaches the same op under another spelling (`torch.special.softmax`, `torch.ops.aten._softmax`:
     spec/ops.py); an attribute on a local value (``x.softmax()``) matches on its op, since a tensor
@@ -173,18 +173,16 @@ _READ = (ast.Import, ast.ImportFrom, ast.Call, ast.Attribute, ast.Name, ast.Assi
 
 
 def module_facts(path: Path) -> tuple:
-    """The claim-independent findings of one module's walk, cached per file version (10,000
-    claims sharing a kernel file walk it once): ("fixed", line, message, None) problems, and
+    """The claim-independent findings of one module's walk, kept per file content (gate/facts.py;
+    10,000 claims sharing a kernel file walk it once): ("fixed", line, message, None) problems, and
     ("assign", line, dotted, attr) / ("global", line, names, None) that depend on the claim."""
-    return _module_facts(path, path.stat().st_mtime_ns)
+    return facts(path).module
 
 
-@lru_cache(maxsize=1024)
-def _module_facts(path: Path, mtime_ns: int) -> tuple:
-    tree = parse(path)
-    al = file_aliases(path)
+def module_facts_of(tree: ast.Module, every: tuple[ast.AST, ...], al: dict[str, str]) -> tuple:
+    """`module_facts` from the module's tree, every node of it (walk order) and its aliases."""
     out: list[tuple] = []
-    for node in nodes(path):
+    for node in every:
         if not isinstance(node, _READ):
             continue
         mods = []
@@ -290,13 +288,8 @@ def _dynamic_lookups(body: list, into_defs: bool = False) -> list[tuple[int, str
 
 
 def file_aliases(path: Path) -> dict[str, str]:
-    """``aliases`` of a file, cached per file version; callers must not mutate the result."""
-    return _file_aliases(path, path.stat().st_mtime_ns)
-
-
-@lru_cache(maxsize=1024)
-def _file_aliases(path: Path, mtime_ns: int) -> dict[str, str]:
-    return aliases(nodes(path))
+    """``aliases`` of a file, kept per file content; callers must not mutate the result."""
+    return facts(path).aliases
 
 
 def check_kernel_source(root: Path, claim: Claim, claim_path: str = "") -> list[Problem]:
@@ -350,7 +343,7 @@ def _check_kernel_source(root: Path, claim: Claim) -> list[Problem]:
                 add(f, line, "kernel.impl", msg=f"assigns to `{a}.{b}`: patching {a} can slow the baseline or fake the timer")
             elif kind == "global" and f == bpath and bfunc in a:
                 add(f, line, "kernel.impl", msg=f"rebinds the baseline function `{bfunc}`")
-    forbidden = list(claim.correctness.forbidden)
+    forbidden = tuple(claim.correctness.forbidden)
     for start, func, key in starts:
         for p, refs in reachable(root, start, func):
             for kind, line, name, extra in refs:

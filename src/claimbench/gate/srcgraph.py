@@ -20,6 +20,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Callable, Iterator, Optional
 
+from claimbench.gate.facts import facts
 from claimbench.spec.claim import Claim
 
 _RESOLVED: Optional[dict[str, Path]] = None  # set for one gate pass by `resolving`
@@ -75,26 +76,6 @@ def split_ref(ref: str) -> tuple[str, str]:
     return path, func
 
 
-@lru_cache(maxsize=512)
-def parse_file(path: Path, mtime_ns: int = 0) -> ast.Module:
-    return ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
-
-
-def parse(path: Path) -> ast.Module:
-    return parse_file(path, path.stat().st_mtime_ns)
-
-
-def nodes(path: Path) -> tuple[ast.AST, ...]:
-    """Every node of a module, in ``ast.walk``'s order, cached per file version: the rules read one
-    file in several passes, and walking the tree again for each was most of `check`'s time."""
-    return _nodes(path, path.stat().st_mtime_ns)
-
-
-@lru_cache(maxsize=512)
-def _nodes(path: Path, mtime_ns: int) -> tuple[ast.AST, ...]:
-    return tuple(walk(parse_file(path, mtime_ns)))
-
-
 def walk(tree: ast.AST) -> list[ast.AST]:
     """``ast.walk`` (breadth first, the same order) into a list, less the ``Load``/``Store``/``Del``
     markers no rule reads (a third of all nodes), reading fields directly: about twice as fast."""
@@ -131,7 +112,7 @@ def module_file(root: Path, dotted: str) -> Path | None:
 def imported_project_files(root: Path, path: Path) -> set[Path]:
     """Project modules and data files one module imports or names."""
     try:
-        names, strings = _import_facts(root, path, path.stat().st_mtime_ns)
+        names, strings = _import_facts(root, path)
     except (SyntaxError, OSError, UnicodeDecodeError):
         return set()
     out: set[Path] = set()
@@ -151,26 +132,47 @@ def imported_project_files(root: Path, path: Path) -> set[Path]:
     return out
 
 
-@lru_cache(maxsize=2048)
-def _import_facts(root: Path, path: Path, mtime_ns: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Dotted names a module imports and the data-file names in its strings, per file version;
-    whether they exist is asked afresh each time."""
-    pkg = path.parent.relative_to(root).parts if path.is_relative_to(root) else ()
-    names: list[str] = []
-    strings: list[str] = []
-    for node in nodes(path):
+def import_records(every: tuple[ast.AST, ...]) -> tuple:
+    """Each import statement of a module, in walk order: ("import", line, 0, None, names) or
+    ("from", line, level, module, names). Kept per file content (gate/facts.py); which module a
+    relative one names depends on where the file sits, so that is worked out by `_imported_names`."""
+    out: list[tuple] = []
+    for node in every:
         if isinstance(node, ast.Import):
-            names.extend(a.name for a in node.names)
+            out.append(("import", node.lineno, 0, None, tuple(a.name for a in node.names)))
         elif isinstance(node, ast.ImportFrom):
-            if node.level:
-                parent = pkg[: len(pkg) - node.level + 1]
-                mod = ".".join(parent + ((node.module,) if node.module else ()))
-            else:
-                mod = node.module or ""
-            names.extend([mod] + [f"{mod}.{a.name}" for a in node.names])
-        elif isinstance(node, ast.Constant) and isinstance(node.value, str) and _CU.search(node.value):
-            strings.append(node.value)
-    return tuple(n for n in names if n), tuple(strings)
+            out.append(("from", node.lineno, node.level, node.module, tuple(a.name for a in node.names)))
+    return tuple(out)
+
+
+def cu_strings(every: tuple[ast.AST, ...]) -> tuple[str, ...]:
+    """String literals that name CUDA or C++ files (the data files a module loads)."""
+    return tuple(node.value for node in every
+                 if isinstance(node, ast.Constant) and isinstance(node.value, str) and _CU.search(node.value))
+
+
+def _imported_names(root: Path, path: Path) -> list[tuple[int, list[str]]]:
+    """(line, dotted names) of each import statement of ``path``, relative ones made absolute."""
+    pkg = path.parent.relative_to(root).parts if path.is_relative_to(root) else ()
+    out = []
+    for kind, line, level, module, names in facts(path).imports:
+        if kind == "import":
+            out.append((line, list(names)))
+            continue
+        if level:
+            parent = pkg[: len(pkg) - level + 1]
+            mod = ".".join(parent + ((module,) if module else ()))
+        else:
+            mod = module or ""
+        out.append((line, [mod] + [f"{mod}.{a}" for a in names]))
+    return out
+
+
+def _import_facts(root: Path, path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """Dotted names a module imports and the data-file names in its strings; whether they exist
+    is asked afresh each time."""
+    names = [n for _, ns in _imported_names(root, path) for n in ns if n]
+    return tuple(names), facts(path).strings
 
 
 def closure(root: Path, files: set[Path]) -> set[Path]:
@@ -215,28 +217,21 @@ TASK_KEYS = ("workload.inputs", "correctness.reference", "baseline.impl", "basel
 KERNEL_KEYS = ("kernel.impl", "kernel.prepare")
 
 
+def _import_lines(root: Path, path: Path) -> tuple[tuple[Path, int], ...]:
+    """(project module, line) for each import statement of one module that names one, remembered
+    per file version: `task_side_rule` asks it of the same files for every claim."""
+    return _import_lines_of(root, path, path.stat().st_mtime_ns)
+
+
 @lru_cache(maxsize=2048)
-def _import_lines(root: Path, path: Path, mtime_ns: int) -> tuple[tuple[Path, int], ...]:
-    """(project module, line) for each import statement of one module version that names one."""
-    pkg = path.parent.relative_to(root).parts if path.is_relative_to(root) else ()
+def _import_lines_of(root: Path, path: Path, mtime_ns: int) -> tuple[tuple[Path, int], ...]:
     me = path.resolve()
     out: list[tuple[Path, int]] = []
-    for node in nodes(path):
-        if not isinstance(node, (ast.Import, ast.ImportFrom)):
-            continue
-        if isinstance(node, ast.Import):
-            names = [a.name for a in node.names]
-        else:
-            if node.level:
-                parent = pkg[: len(pkg) - node.level + 1]
-                mod = ".".join(parent + ((node.module,) if node.module else ()))
-            else:
-                mod = node.module or ""
-            names = [mod] + [f"{mod}.{a.name}" for a in node.names]
+    for line, names in _imported_names(root, path):
         for name in names:
             f = module_file(root, name) if name else None
             if f is not None and f.resolve() != me:
-                out.append((f.resolve(), node.lineno))
+                out.append((f.resolve(), line))
     return tuple(out)
 
 
@@ -252,7 +247,7 @@ def import_chain(root: Path, start: Path, targets: set[Path]) -> list[tuple[Path
     while todo:
         f = todo.popleft()
         try:
-            edges = _import_lines(root, f, f.stat().st_mtime_ns)
+            edges = _import_lines(root, f)
         except (SyntaxError, OSError, UnicodeDecodeError):
             continue
         for g, line in edges:

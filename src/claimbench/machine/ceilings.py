@@ -187,16 +187,11 @@ def fingerprint(hw: "Hardware") -> str:
     return hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()
 
 
-def default_cache_dir() -> Path:
-    """``$XDG_CACHE_HOME/claimbench`` (an absolute XDG_CACHE_HOME only), else ``~/.cache/claimbench``."""
-    xdg = os.environ.get("XDG_CACHE_HOME", "")
-    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
-    return base / "claimbench"
-
-
 def cache_dir(explicit: Optional[Path] = None) -> Path:
     """Where ceilings are cached: `run --ceilings PATH` when given, else the user's cache folder."""
-    return Path(explicit) if explicit is not None else default_cache_dir()
+    from claimbench.store.cachefile import user_cache_dir
+
+    return Path(explicit) if explicit is not None else user_cache_dir()
 
 
 def _cache_path(cache_dir: Path, hw: "Hardware") -> Path:

@@ -9,17 +9,29 @@ import tempfile
 from pathlib import Path
 from typing import Iterable, Optional, Union
 
+from claimbench.spec.bounded import UnreadableFile, read_bytes
 from claimbench.store.jsonio import dumps_json_line, loads_json
+
+CACHE_LIMIT = 1 << 30  # the audit cache at 100,000 records is about 30 MB
+
+
+def user_cache_dir() -> Path:
+    """``$XDG_CACHE_HOME/claimbench`` (an absolute XDG_CACHE_HOME only), else ``~/.cache/claimbench``:
+    what is cached per machine or per user rather than per results folder (the measured ceilings,
+    the static rules' facts about a source file)."""
+    xdg = os.environ.get("XDG_CACHE_HOME", "")
+    base = Path(xdg) if xdg and Path(xdg).is_absolute() else Path.home() / ".cache"
+    return base / "claimbench"
 
 
 def load_json_cache(path: Optional[Path]) -> dict:
     """The cache's dict, or {} when there is none or it cannot be read."""
     if path is None:
         return {}
-    try:
-        data = loads_json(path.read_bytes())
+    try:  # bounded, no links, regular files only: a FIFO planted as a cache must not hang a command
+        data = loads_json(read_bytes(path, limit=CACHE_LIMIT, what="cache file"))
         return data if isinstance(data, dict) else {}
-    except (OSError, ValueError):
+    except (UnreadableFile, OSError, ValueError):
         return {}
 
 
