@@ -169,8 +169,13 @@ def _imported_names(root: Path, path: Path) -> list[tuple[int, list[str]]]:
 
 
 def _import_facts(root: Path, path: Path) -> tuple[tuple[str, ...], tuple[str, ...]]:
-    """Dotted names a module imports and the data-file names in its strings; whether they exist
-    is asked afresh each time."""
+    """Dotted names a module imports and the data-file names in its strings, remembered per file
+    version (every claim's closure asks them again); whether they exist is asked afresh each time."""
+    return _import_facts_of(root, path, path.stat().st_mtime_ns)
+
+
+@lru_cache(maxsize=2048)
+def _import_facts_of(root: Path, path: Path, mtime_ns: int) -> tuple[tuple[str, ...], tuple[str, ...]]:
     names = [n for _, ns in _imported_names(root, path) for n in ns if n]
     return tuple(names), facts(path).strings
 
