@@ -130,3 +130,15 @@ def test_a_fifo_or_a_link_planted_as_the_cache_is_not_read(project, tmp_path, mo
     planted.symlink_to("/dev/zero")  # read as a file it never ends
     out = _check(project, cache)
     assert out.returncode == 0, out.stdout + out.stderr
+
+
+def test_the_cache_keeps_the_recently_used_and_the_new_when_it_is_trimmed(tmp_path, monkeypatch):
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "cache"))
+    path = F._cache_file()
+    path.parent.mkdir(parents=True)
+    path.write_text(json.dumps({"a": {"n": 1}, "b": {"n": 2}, "c": {"n": 3}}))
+    monkeypatch.setattr(F, "MAX_ENTRIES", 2)
+    monkeypatch.setattr(F, "_USED", {"a"})
+    monkeypatch.setattr(F, "_NEW", {"d": {"n": 4}})
+    F._save()
+    assert list(json.loads(path.read_text())) == ["a", "d"]

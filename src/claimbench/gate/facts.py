@@ -31,7 +31,7 @@ from claimbench.store.cachefile import load_json_cache, save_cache, user_cache_d
 from claimbench.store.codeprint import code_fingerprint
 
 _CODE = ("claimbench.gate.facts", "claimbench.gate.rules", "claimbench.gate.srcgraph")
-MAX_ENTRIES = 4096  # files kept; the oldest go first
+MAX_ENTRIES = 1024  # files kept, about 6 KB each as JSON; the least recently used go first
 
 
 @dataclass(frozen=True)
@@ -47,6 +47,7 @@ class Facts:
 _BY_STAT: dict[tuple[str, int, int], Facts] = {}
 _STORE: Optional[dict] = None   # sha256 -> facts as JSON, loaded at the first file not seen in this process
 _NEW: dict[str, Any] = {}       # computed here, written at exit
+_USED: set[str] = set()         # read from the store here: kept ahead of the others when it is trimmed
 _REGISTERED = False
 
 
@@ -94,6 +95,7 @@ def _from_store(sha: str) -> Optional[Facts]:
     entry = _STORE.get(sha)
     if entry is None:
         return None
+    _USED.add(sha)
     try:
         return _decode(entry)
     except (TypeError, ValueError, KeyError):  # not what this code writes: read the file again
@@ -132,7 +134,10 @@ def _save() -> None:
     if not _NEW:
         return
     path = _cache_file()
-    merged = {**load_json_cache(path), **_NEW}  # another process may have added its own meanwhile
+    old = load_json_cache(path)  # another process may have added its own meanwhile
+    merged = {k: v for k, v in old.items() if k not in _USED}
+    merged.update((k, old[k]) for k in _USED if k in old)  # the last, the most recently used
+    merged.update(_NEW)
     if len(merged) > MAX_ENTRIES:
         merged = dict(list(merged.items())[-MAX_ENTRIES:])
     save_cache(path, merged, "gate-facts-*.json")
