@@ -9,10 +9,11 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Answers the script's probes (torch found, setuptools new enough, claimbench importable from the
-# path given) and logs every call; `pip install` is a call like any other.
+# Answers the script's probes (torch found, setuptools new enough; the installed-requirements probe,
+# read from stdin, as the file `missing` says) and logs every call; `pip install` is a call like any other.
 FAKE_PYTHON = """#!/usr/bin/env bash
 echo "$*" >> "$(dirname "$0")/../calls.log"
+if [ "$1" = "-" ] && [ -f "$(dirname "$0")/../missing" ]; then exit 1; fi
 exit 0
 """
 
@@ -54,3 +55,10 @@ def test_a_moved_checkout_installs_again(tmp_path):
     moved = tmp_path / "moved"
     root.rename(moved)
     assert len(_bootstrap(moved, "test")) == 1  # the editable install points at the old path
+
+
+def test_a_requirement_removed_by_hand_installs_again(tmp_path):
+    root = _tree(tmp_path)
+    assert len(_bootstrap(root, "test")) == 1
+    (root / ".venv" / "missing").write_text("")  # e.g. `pip uninstall numpy` since
+    assert len(_bootstrap(root, "test")) == 1
