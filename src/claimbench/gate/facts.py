@@ -144,7 +144,6 @@ def _save() -> None:
     _NEW.clear()
 
 
-
 def _strs(x: Any) -> tuple[str, ...]:
     if not isinstance(x, list) or not all(isinstance(v, str) for v in x):
         raise TypeError("expected a list of strings")

@@ -15,8 +15,7 @@ from typing import Any, Iterable, Iterator, Optional
 
 from pydantic import BaseModel, ValidationError
 
-from claimbench.gate import facts as facts_mod
-from claimbench.gate.facts import facts
+from claimbench.gate.facts import facts, keep, take_new
 from claimbench.gate.rules import check_kernel_source
 from claimbench.gate.srcgraph import impl_refs, resolved, resolving, split_ref, task_side_rule
 from claimbench.spec import expr, memory, safetext
@@ -341,7 +340,7 @@ def _check_many(paths: list[Path], root: Path, listing) -> tuple[list[tuple[str,
     """A forked worker's share, and the file facts it computed (a worker exits without `atexit`,
     so the parent keeps them: gate/facts.py)."""
     with resolving():  # one pass: each path is resolved once (`srcgraph.resolving`)
-        return [(str(p), gate_file(p, root, listing)) for p in paths], facts_mod.take_new()
+        return [(str(p), gate_file(p, root, listing)) for p in paths], take_new()
 
 
 PARALLEL_FROM = 400  # below this, starting workers costs more than it saves
@@ -381,7 +380,7 @@ def _gate_forked(paths: list[Path], root: Path, listing, *, workers: int) -> Opt
     finally:
         gc.unfreeze()
     for _, new in parts:
-        facts_mod.keep(new)
+        keep(new)
     by_path = {r_path: r for part, _ in parts for r_path, r in part}
     return [by_path[str(p)] for p in paths]
 

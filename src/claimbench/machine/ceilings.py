@@ -29,6 +29,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Iterator, Optional
 
+from claimbench.store.cachefile import user_cache_dir
+
 if TYPE_CHECKING:
     from claimbench.machine.hardware import Hardware
 
@@ -189,8 +191,6 @@ def fingerprint(hw: "Hardware") -> str:
 
 def cache_dir(explicit: Optional[Path] = None) -> Path:
     """Where ceilings are cached: `run --ceilings PATH` when given, else the user's cache folder."""
-    from claimbench.store.cachefile import user_cache_dir
-
     return Path(explicit) if explicit is not None else user_cache_dir()
 
 
@@ -263,9 +263,8 @@ def _one_measurement(folder: Path, progress: Optional[Progress]) -> Iterator[Non
     """One measurement of a machine's ceilings at a time, per cache folder (`flock` on the folder).
 
     Two runs that found the cache empty (or stale) at once, on one machine (CI jobs sharing a
-    runner, pytest-xdist workers), each measured: twice the work, and each measurement loaded by
-    the other, so both spreads came out wide and both were measured again the next hour. The
-    second now waits and reads what the first wrote. A file system that refuses the lock only
+    runner, pytest-xdist workers), each measured: twice the work, each one load on the other
+    (which can only widen their spreads). The second now waits and reads what the first wrote. A file system that refuses the lock only
     costs the duplicate measurement, as before."""
     import fcntl
 
