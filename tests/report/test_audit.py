@@ -298,3 +298,32 @@ def test_a_cache_the_repository_carries_is_never_trusted(tree, tmp_path):
     plan = publish(clone, clone / "LIST.md", clone / "results", dry_run=True)
     assert plan.failed and plan.carried and any("ignored results/.cache/" in line for line in plan.lines())
     assert any(path.endswith("gemm_h200.json") or "gemm" in path for path, _, _ in plan.refused)
+
+
+def test_a_record_with_a_key_twice_is_refused_by_audit_publish_and_ingest(tmp_path):
+    """A file whose first "value" says 10x while the last (the one JSON parsers here keep) is the
+    checked one: a person opening the record read one number and the list showed another.
+    Before, audit passed it and publish showed it."""
+    from claimbench.report.ingest import ingest
+    from claimbench.store.record import record_json
+
+    root, _ = rk.standard_tree(tmp_path / "proj")
+    good = rk.build(root, "softmax-online", created="2026-11-20T09:00:00.000000Z", kernel_us=150, baseline_us=300,
+                    seed=78)
+    assert good.verdict == "verified"
+    path = rk.write(root, good)
+    publish(root, root / "LIST.md", root / "results")
+    assert path.name in (root / "LIST.md").read_text() and run(root, cache=False) == []
+    raw = record_json(good).encode("utf-8")
+    forged = raw.replace(b"{\n", f'{{\n "value": {10 * good.value!r},\n'.encode(), 1)
+    assert json.loads(forged)["value"] == good.value  # what the checker reads; the eye reads 10x first
+    path.write_bytes(forged)
+    found = [m for m in messages(run(root, cache=False)) if path.name in m]
+    assert any("'value' appears twice" in m for m in found), found
+    plan = publish(root, root / "LIST.md", root / "results", dry_run=True)
+    assert path.name not in plan.new_text
+    outside = tmp_path / "artifacts" / "softmax-online"
+    outside.mkdir(parents=True)
+    (outside / path.name).write_bytes(forged)
+    report = ingest(root, [outside / path.name], root / "results")
+    assert not report.ingested and "appears twice" in report.refused[0].message, report

@@ -100,7 +100,7 @@ def test_every_refusal_is_one_located_line(project, tmp_path, capsys):
         variant("redated", created_utc="2026-11-01T09:00:00.000000Z"): ("created_utc", "does not match the time in the file name"),
     }
     (bad / "not-json.json").write_text("{")
-    cases[bad / "not-json.json"] = ("record", "not valid JSON")
+    cases[bad / "not-json.json"] = ("record", "corrupt or truncated JSON")
     (bad / "newer.json").write_text(json.dumps({**json.loads(good.read_text()), "schema_version": 99}))
     cases[bad / "newer.json"] = ("record", "newer than this claimbench reads")
     report = ingest(root, [bad], root / "results")

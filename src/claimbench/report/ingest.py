@@ -23,7 +23,6 @@ from typing import TYPE_CHECKING, Iterable, Optional, Union
 from claimbench.errors import UsageError
 from claimbench.spec.problem import Problem
 from claimbench.store.atcommit import COMMIT, CommitFiles, git_objects
-from claimbench.store.jsonio import loads_json
 from claimbench.store.record import (
     MIN_PROTOCOL_VERSION,
     Record,
@@ -31,6 +30,7 @@ from claimbench.store.record import (
     normalized_utc,
     parse_record,
     read_record_bytes,
+    record_data,
 )
 from claimbench.store.recordwrite import name_problem
 
@@ -141,11 +141,11 @@ def _one_line(text: str) -> str:
 def _read(path: Path) -> Union[_Candidate, Problem]:
     try:
         raw, _ = read_record_bytes(path)
-        rec = parse_record(loads_json(raw), str(path))
+        rec = parse_record(record_data(raw, str(path)), str(path))
     except OSError as e:
         return _refuse(path, "file", f"cannot read: {e.strerror or e}")
-    except ValueError as e:
-        return _refuse(path, "record", f"not valid JSON: {e}")
+    except (TypeError, ValueError) as e:  # an old shape a migration cannot read
+        return _refuse(path, "record", f"malformed record: {e}")
     except RecordError as e:
         return _refuse(path, "record", str(e).removeprefix(f"{path}: "))
     return _Candidate(path, raw, rec)

@@ -39,6 +39,7 @@ from claimbench.store.record import (
     normalized_utc,
     parse_record,
     read_record_bytes,
+    record_data,
 )
 from claimbench.store.recordwrite import NOT_A_RECORD_NAME
 from claimbench.versions import INDEX_VERSION  # its history is there
@@ -212,11 +213,7 @@ def read_summary(full: str, rel: str, raw: Optional[bytes] = None, *, sha: Optio
         if raw is None or st is None:
             raw, st = read_record_bytes(full, rel)
         sha = sha or hashlib.sha256(raw).hexdigest()
-        try:
-            data = loads_json(raw)
-        except ValueError as e:  # UnicodeDecodeError and JSONDecodeError included
-            raise RecordError(f"{rel}: corrupt or truncated JSON ({e})") from None
-        rec = parse_record(data, rel)
+        rec = parse_record(record_data(raw, rel), rel)
     except RecordError as e:
         size, mtime = (st.st_size, st.st_mtime_ns) if st is not None else (0, 0)
         return Summary(rel, size, mtime, sha or "", claim_id, error=str(e)), None

@@ -27,7 +27,7 @@ from claimbench.errors import UserError
 from claimbench.spec.bounded import UnreadableFile, read_with_stat
 from claimbench.stats.precision import evidence_fields
 from claimbench.stats.verdict import Evidence, Samples
-from claimbench.store.jsonio import loads_json
+from claimbench.store.jsonio import loads_json, twice_keyed
 from claimbench.store.recordwrite import (  # noqa: F401 (the runner's names)
     RECORD_NAME,
     TEMP_NAME,
@@ -329,10 +329,21 @@ def read_record_bytes(path: str | Path, where: Optional[str] = None) -> tuple[by
         raise RecordError(f"{where or path}{msg}") from None
 
 
-def load_record(path: Path) -> Record:
-    raw, _ = read_record_bytes(path)
+def record_data(raw: bytes, where: str) -> Any:
+    """A record file's bytes as JSON values, for every reader alike (the index, audit, ingest,
+    `load_record`). A key twice in one object is refused, as it is in a claim: which one counts
+    depends on the reader, so the file could show a person another value than the one checked."""
     try:
         data = loads_json(raw)
-    except ValueError as e:
-        raise RecordError(f"{path}: cannot read record (corrupt or truncated JSON: {e})") from None
-    return parse_record(data, str(path))
+    except ValueError as e:  # UnicodeDecodeError and JSONDecodeError included
+        raise RecordError(f"{where}: corrupt or truncated JSON ({e})") from None
+    key = twice_keyed(raw, data)
+    if key is not None:
+        raise RecordError(f"{where}: {f'key {key!r}' if key else 'a key'} appears twice in one object; JSON readers "
+                          "disagree on which one counts, and claimbench never writes a key twice: edited by hand?")
+    return data
+
+
+def load_record(path: Path) -> Record:
+    raw, _ = read_record_bytes(path)
+    return parse_record(record_data(raw, str(path)), str(path))

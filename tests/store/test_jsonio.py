@@ -1,0 +1,72 @@
+"""jsonio: one meaning per JSON file. A key twice in one object is found on the quick path (no
+escapes anywhere) and on the standard parser's (escapes), at any depth."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from claimbench.store.jsonio import loads_json, twice_keyed
+
+
+def _check(text: str):
+    raw = text.encode("utf-8")
+    return twice_keyed(raw, loads_json(raw))
+
+
+@pytest.mark.parametrize("text", [
+    '{"a": 1, "b": [1, 2, {"c": "x"}], "d": {"e": null}}',
+    '{"reason": "a \\"quoted\\" word\\n", "a": "\\\\"}',  # escapes: the standard parser's path
+    '{"k": "caf\\u00e9", "l": "café"}',
+    '{"q": "a quote written as \\u0022, a backslash as \\u005c"}',
+    '[]',
+    '{}',
+])
+def test_unique_keys_pass(text):
+    assert _check(text) is None
+
+
+@pytest.mark.parametrize("text,key", [
+    ('{"value": 9.9, "verdict": "verified", "value": 1.2}', "value"),  # the reader sees 9.9, the checker 1.2
+    ('{"a": {"x": 1, "x": 1}}', "x"),  # the same value twice is still two readings of one file
+    ('{"a": [{"n": "p"}, {"n": "q", "n": "r"}]}', "n"),
+    ('{"why": "a \\"b\\"", "k": 1, "k": 2}', "k"),  # escapes elsewhere in the file
+    ('{"v\\u0061lue": 1, "value": 2}', "value"),  # one key spelt two ways
+])
+def test_a_key_twice_is_named(text, key):
+    assert _check(text) == key
+    assert json.loads(text)  # what every other reader parses without a word
+
+
+def test_the_quick_path_decides_a_runners_record(tmp_path):
+    """The record writer's output has no escapes, so the quick path decides it."""
+    import recordkit as rk
+
+    from claimbench.store.record import record_json
+
+    root, _ = rk.standard_tree(tmp_path / "proj")
+    rec = rk.build(root, "softmax-online", created="2026-11-20T09:00:00.000000Z", kernel_us=100, baseline_us=300, seed=3)
+    raw = record_json(rec).encode("utf-8")
+    assert b"\\" not in raw and twice_keyed(raw, loads_json(raw)) is None
+    forged = raw.replace(b'{\n', b'{\n "verdict": "verified",\n', 1)
+    assert twice_keyed(forged, loads_json(forged)) == "verdict"
+
+
+_TEXT = st.text(alphabet=st.sampled_from('ab"\\\\/\n\t\u00b1\u00d7é '), max_size=6)
+_JSON = st.recursive(st.none() | st.booleans() | st.integers(-5, 5) | st.floats(allow_nan=False, allow_infinity=False) | _TEXT,
+                     lambda inner: st.lists(inner, max_size=3) | st.dictionaries(_TEXT, inner, max_size=3), max_leaves=12)
+
+
+@settings(max_examples=200, deadline=None)
+@given(obj=st.dictionaries(_TEXT, _JSON, min_size=1, max_size=4), ascii_only=st.booleans(), indent=st.sampled_from([None, 1]))
+def test_the_count_agrees_with_the_standard_parser(obj, ascii_only, indent):
+    """Any document, written either way (escapes of quotes, backslashes, controls and non-ASCII
+    included): no key repeats; the same document with its first key written again in front has one."""
+    raw = json.dumps(obj, ensure_ascii=ascii_only, indent=indent).encode("utf-8")
+    assert twice_keyed(raw, loads_json(raw)) is None
+    key = next(iter(obj))
+    forged = b"{" + json.dumps(key, ensure_ascii=ascii_only).encode("utf-8") + b": 0, " + raw[1:]
+    assert twice_keyed(forged, loads_json(forged)) == key
