@@ -8,6 +8,7 @@ A ``UserError`` prints one line and exits with its code; anything else is a bug 
 from __future__ import annotations
 
 import argparse
+import gc
 import importlib
 import os
 import sys
@@ -39,6 +40,11 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help(sys.stderr)
         return EXIT_USAGE
+    fast = argv is None and getattr(args, "exit_fast", False)
+    if fast:
+        # Such a command's objects (a million for 100,000 records) are acyclic and live until the
+        # exit below: each collection walks them all again for nothing (0.3 s of a warm audit's 5).
+        gc.disable()
     try:
         code = int(args.func(args))
     except UserError as e:
@@ -47,7 +53,7 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("claimbench: interrupted", file=sys.stderr)
         return 130
-    if argv is None and getattr(args, "exit_fast", False):
+    if fast:
         # A command that holds every record's summary ends here: its output is written and its
         # files are closed, and tearing down a million objects would take longer than the work.
         sys.stdout.flush()
