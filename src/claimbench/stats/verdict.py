@@ -117,8 +117,7 @@ def _before_timing(ev: Evidence) -> Optional[Verdict]:
         return Verdict(Status.ERROR, "no timing samples")
     if ev.tensor_bytes is not None and ev.bytes is not None and ev.bytes > ev.tensor_bytes * 1.0001:
         return Verdict(Status.REJECTED, f"declared bytes {ev.bytes:.4g} exceed the {ev.tensor_bytes:.4g} bytes of the actual input and output tensors")
-    kmed = median(ev.kernel.samples_us)
-    if ev.floor_us is not None and ev.floor_us > 0 and kmed < FLOOR_MARGIN * ev.floor_us:
+    if ev.floor_us is not None and ev.floor_us > 0 and (kmed := median(ev.kernel.samples_us)) < FLOOR_MARGIN * ev.floor_us:
         return Verdict(Status.REJECTED, f"kernel median {kmed:.4g} us is below 0.9 x the physics floor {ev.floor_us:.4g} us ({ev.floor_term}): impossible, so a bug or a cheat")
     if ev.baseline is not None and ev.baseline.samples_us and ev.floor_us:
         bmed = median(ev.baseline.samples_us)

@@ -11,10 +11,10 @@ from __future__ import annotations
 import hashlib
 import math
 import os
-import statistics
 import time
 from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timedelta, timezone
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
@@ -61,7 +61,8 @@ def check_records(recs: list[Record]) -> list[list[tuple[str, str]]]:
         verdicts = [ev if isinstance(ev, Exception) else next(batch) for ev in evidence]
     except Exception:  # one unreadable record must not hide the others: decide them one by one
         verdicts = [ev if isinstance(ev, Exception) else _decide_or_error(decide, ev) for ev in evidence]
-    return [_compare(rec, v) for rec, v in zip(recs, verdicts)]
+    tomorrow = (datetime.now(timezone.utc) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    return [_compare(rec, v, tomorrow) for rec, v in zip(recs, verdicts)]
 
 
 def _decide_or_error(decide, ev):
@@ -71,9 +72,10 @@ def _decide_or_error(decide, ev):
         return e
 
 
-def _intrinsic(rec: Record) -> list[tuple[str, str]]:
+def _intrinsic(rec: Record, tomorrow: str) -> list[tuple[str, str]]:
     """What the record's own bytes contradict, whatever its verdict says (issue 25): hardware its
-    claim would not accept, a time in the future, medians that are not its samples' medians."""
+    claim would not accept, a time after ``tomorrow`` (normalized), medians that are not its
+    samples' medians."""
     out = []
     spec, hw = rec.hardware_spec or {}, rec.hardware or {}
     if rec.hardware_match and spec and hw:
@@ -84,25 +86,37 @@ def _intrinsic(rec: Record) -> list[tuple[str, str]]:
         cpu = hw.get("cpu")
         if spec.get("device") == "cpu":
             found = str(cpu.get("model") or "") if isinstance(cpu, dict) else ""
-            ok = glob_any(models, found)
+            ok = _matches(tuple(models), found)
         else:
             names = [str(g.get("name") or "") for g in hw.get("gpus") or () if isinstance(g, dict)]
             found = ", ".join(names) or "no GPU"
-            ok = hw.get("device") == "cuda" and any(glob_any(models, n) for n in names)
+            ok = hw.get("device") == "cuda" and any(_matches(tuple(models), n) for n in names)
         if not ok:
             out.append(("hardware", f"says it matched its claim's hardware ({spec.get('device')} "
                                     f"{' or '.join(models)}), but it ran on {found}"))
     if rec.sweep_point is not None and (bad := _off_sweep(rec)) is not None:
         out.append(("sweep_point", bad))
     when = normalized_utc(rec.created_utc)
-    tomorrow = (datetime.now(timezone.utc) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
     if when is not None and when > tomorrow:  # normalized times compare as strings in time order
         out.append(("created_utc", f"{rec.created_utc} is in the future; a record is written when its run ends"))
     for name, t in (("kernel", rec.kernel), ("baseline", rec.baseline)):
-        if t.samples_us and t.median_us is not None and not _close(t.median_us, statistics.median(t.samples_us)):
+        if t.samples_us and t.median_us is not None and not _close(t.median_us, mid := _median(t.samples_us)):
             out.append((f"{name}.median_us", f"says {t.median_us!r}, but its {len(t.samples_us)} samples' median is "
-                                             f"{statistics.median(t.samples_us)!r}: edited by hand?"))
+                                             f"{mid!r}: edited by hand?"))
     return out
+
+
+@lru_cache(maxsize=4096)
+def _matches(models: tuple[str, ...], name: str) -> bool:
+    """`glob_any`, remembered: 100,000 records name a few dozen machines."""
+    return glob_any(models, name)
+
+
+def _median(xs: list[float]) -> float:
+    """``statistics.median`` of floats (the two middle values averaged), without its type handling."""
+    v = sorted(xs)
+    m = len(v) // 2
+    return v[m] if len(v) % 2 else (v[m - 1] + v[m]) / 2
 
 
 def _off_sweep(rec: Record) -> Optional[str]:
@@ -122,8 +136,8 @@ def _off_sweep(rec: Record) -> Optional[str]:
     return None
 
 
-def _compare(rec: Record, v) -> list[tuple[str, str]]:
-    out = _intrinsic(rec)
+def _compare(rec: Record, v, tomorrow: str) -> list[tuple[str, str]]:
+    out = _intrinsic(rec, tomorrow)
     verified = rec.verdict == Status.VERIFIED.value
     if rec.published_value is not None and not verified:
         out.append(("published_value", f"set on a {rec.verdict} record; only verified records carry one"))
