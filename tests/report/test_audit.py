@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from pathlib import Path
 
 import pytest
 import recordkit as rk
@@ -327,3 +328,14 @@ def test_a_record_with_a_key_twice_is_refused_by_audit_publish_and_ingest(tmp_pa
     (outside / path.name).write_bytes(forged)
     report = ingest(root, [outside / path.name], root / "results")
     assert not report.ingested and "appears twice" in report.refused[0].message, report
+
+
+def test_a_relative_root_is_judged_as_its_absolute_path(tree, monkeypatch):
+    """The API with root "." (the CLI resolves its --root): before, no claim file was found, so
+    every record was refused as "no claim file" and publish took every number off."""
+    root, _ = tree
+    monkeypatch.chdir(root)
+    here = Path(".")
+    assert run(here, cache=False) == []
+    plan = publish(here, here / "LIST.md", here / "results", dry_run=True)
+    assert plan.new_text == (root / "LIST.md").read_text(encoding="utf-8")

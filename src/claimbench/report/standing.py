@@ -330,9 +330,10 @@ def claim_ids(root: Path) -> dict[str, str]:
     from claimbench.gate.claimfiles import discover
 
     out: dict[str, str] = {}
-    base = str(root).rstrip("/") + "/"
-    for p in discover([], Path(root)):  # paths under root/claims, as root was given
-        rel = str(p)[len(base):] if str(p).startswith(base) else None
-        if rel is not None:
-            out.setdefault(p.stem, rel)
+    root = Path(root)
+    for p in discover([], root):  # paths under root/claims, as root was given ("." and "a/./b" included)
+        try:
+            out.setdefault(p.stem, p.relative_to(root).as_posix())
+        except ValueError:
+            continue
     return out
