@@ -6,8 +6,9 @@ import numpy as np
 import pytest
 
 from claimbench.stats import precision as P
+from claimbench.stats.resample import bootstrap_ci
 from claimbench.stats.status import Status
-from claimbench.stats.verdict import Evidence, Samples, bootstrap_ci, decide
+from claimbench.stats.verdict import Evidence, Samples, decide
 
 
 def sides(k_us, b_us, n=200, noise=1.0, seed=0, per_round=10):

@@ -15,55 +15,19 @@ are the ones a sort would give, bit for bit, at a fraction of the cost.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
 from functools import lru_cache
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 
+from claimbench.stats.samples import MIN_ROUNDS, Request, Samples, median, median_of_sorted, metric_value  # noqa: F401 (re-exported)
+
 RESAMPLES = 2000
 SEED = 20240601
-MIN_ROUNDS = 3  # fewer timed rounds give no interval, so no verdict from timing
 _BATCH_BYTES = 4 << 20  # bound on the (rows, rounds, resamples) tally gathered at once
 _TALLY_CACHE_BYTES = 16 << 20  # a bigger tally (thousands of rounds) is drawn in slices, never whole
 _SLICE_BYTES = 32 << 20  # bound on one slice's random draws
 _WIDE = 512  # above this many rounds, medians come from a running sum, not a width² table
-
-
-@dataclass(frozen=True)
-class Samples:
-    """Kept timing samples of one side, each tagged with its process and round."""
-
-    samples_us: Sequence[float]
-    rounds: Sequence[int]
-    processes: Sequence[int]
-
-
-@dataclass(frozen=True)
-class Request:
-    """One CI to compute: a metric and the samples of both sides (baseline only for speedup)."""
-
-    metric: str
-    kernel: Samples
-    baseline: Samples
-    flops: Optional[float] = None
-    nbytes: Optional[float] = None
-    floor_us: Optional[float] = None
-
-
-def metric_value(metric: str, kmed, bmed, *, flops, nbytes, floor_us):
-    """One metric from the two medians in microseconds (floats or arrays of them)."""
-    if metric == "speedup":
-        return bmed / kmed
-    if metric == "time_us":
-        return kmed
-    if metric == "tflops":
-        return (flops or 0.0) / kmed / 1e6
-    if metric == "gbps":
-        return (nbytes or 0.0) / kmed / 1e3
-    if metric == "sol_fraction":
-        return (floor_us or 0.0) / kmed
-    raise ValueError(f"unknown metric {metric}")
 
 
 def bootstrap_ci(metric: str, kernel: Samples, baseline: Samples, *, flops=None, nbytes=None,
@@ -88,8 +52,8 @@ def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES) -> l
             if not np.array_equal(kkeys, bkeys):  # a round one side lacks is dropped from both
                 keys = np.intersect1d(kkeys, bkeys, assume_unique=True)
                 kvals, bvals = kvals[np.searchsorted(kkeys, keys)], bvals[np.searchsorted(bkeys, keys)]
-        kmed = _median(sorted(kvals.tolist())) if len(keys) else math.nan
-        bmed = _median(sorted(bvals.tolist())) if bvals is not None and len(keys) else math.nan
+        kmed = median_of_sorted(sorted(kvals.tolist())) if len(keys) else math.nan
+        bmed = median_of_sorted(sorted(bvals.tolist())) if bvals is not None and len(keys) else math.nan
         value = metric_value(rq.metric, kmed, bmed, flops=rq.flops, nbytes=rq.nbytes, floor_us=rq.floor_us)
         out[i] = (value, math.nan, math.nan)
         if len(keys) < MIN_ROUNDS:
@@ -296,18 +260,3 @@ def _grouped_medians(x, keys, side_of):
     ranked = np.sort(grid, axis=1)
     rows = np.arange(len(starts))
     return (ranked[rows, (sizes - 1) // 2] + ranked[rows, sizes // 2]) / 2, starts
-
-
-def _median(v: list[float]) -> float:
-    """Median of a short sorted list, the same number ``np.median`` gives."""
-    m = len(v) // 2
-    return v[m] if len(v) % 2 else (v[m - 1] + v[m]) / 2
-
-
-def median(values: Sequence[float]) -> float:
-    """``np.median`` of a short list without numpy's overhead (NaN when any value is NaN)."""
-    v = sorted(values)
-    total = sum(v)
-    if total != total and any(x != x for x in v):
-        return math.nan
-    return float(_median(v))

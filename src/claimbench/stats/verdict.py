@@ -16,11 +16,10 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Optional, Sequence
 
 from claimbench.stats import precision
-from claimbench.stats.resample import MIN_ROUNDS, Request, Samples, bootstrap_ci, bootstrap_many, median, metric_value
-from claimbench.stats.settle import advice
+from claimbench.stats.samples import MIN_ROUNDS, Request, Samples, median, metric_value
 from claimbench.stats.status import Status
 
-__all__ = ["Evidence", "Samples", "Verdict", "bootstrap_ci", "decide", "decide_many", "metric_value", "MIN_ROUNDS"]
+__all__ = ["Evidence", "Samples", "Verdict", "decide", "decide_many", "metric_value", "MIN_ROUNDS"]
 
 HIGHER_IS_BETTER = {"speedup": True, "tflops": True, "gbps": True, "sol_fraction": True, "time_us": False}
 FLOOR_MARGIN = 0.9
@@ -80,6 +79,8 @@ def decide(ev: Evidence) -> Verdict:
 
 def decide_many(evs: Sequence[Evidence]) -> list[Verdict]:
     """``decide`` for each piece of evidence, with the bootstrap CIs computed together."""
+    from claimbench.stats.resample import bootstrap_many  # numpy: only where a verdict is computed
+
     out: list = [_before_timing(ev) for ev in evs]
     pending = [i for i, v in enumerate(out) if v is None]
     cis = bootstrap_many([_request(evs[i]) for i in pending])
@@ -151,6 +152,8 @@ def _from_timing(ev: Evidence, value: float, low: float, *, high: float) -> Verd
         sharing = precision.gpu_sharing_reason(ev.device, ev.other_gpu_processes)
         blockers += [sharing] if sharing else []
         if ok and not blockers and frac > limit:
+            from claimbench.stats.settle import advice
+
             hint = advice(ev.kernel, ev.baseline if ev.metric == "speedup" else None, limit) if ev.kernel else ""
             why = precision.too_wide_reason(frac, limit, ev.device, claimed=ev.max_ci_halfwidth, advice=hint)
             return Verdict(Status.INCONCLUSIVE, f"{why}; {shown}", **v)

@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from claimbench.spec.modelglob import glob_any
+from claimbench.stats.samples import median
 from claimbench.stats.status import Status
 from claimbench.store import auditcache
 from claimbench.store.cachefile import load_json_cache, save_cache
@@ -100,7 +101,7 @@ def _intrinsic(rec: Record, tomorrow: str) -> list[tuple[str, str]]:
     if when is not None and when > tomorrow:  # normalized times compare as strings in time order
         out.append(("created_utc", f"{rec.created_utc} is in the future; a record is written when its run ends"))
     for name, t in (("kernel", rec.kernel), ("baseline", rec.baseline)):
-        if t.samples_us and t.median_us is not None and not _close(t.median_us, mid := _median(t.samples_us)):
+        if t.samples_us and t.median_us is not None and not _close(t.median_us, mid := median(t.samples_us)):
             out.append((f"{name}.median_us", f"says {t.median_us!r}, but its {len(t.samples_us)} samples' median is "
                                              f"{mid!r}: edited by hand?"))
     return out
@@ -111,12 +112,6 @@ def _matches(models: tuple[str, ...], name: str) -> bool:
     """`glob_any`, remembered: 100,000 records name a few dozen machines."""
     return glob_any(models, name)
 
-
-def _median(xs: list[float]) -> float:
-    """``statistics.median`` of floats (the two middle values averaged), without its type handling."""
-    v = sorted(xs)
-    m = len(v) // 2
-    return v[m] if len(v) % 2 else (v[m - 1] + v[m]) / 2
 
 
 def _off_sweep(rec: Record) -> Optional[str]:
