@@ -70,3 +70,16 @@ def test_the_count_agrees_with_the_standard_parser(obj, ascii_only, indent):
     key = next(iter(obj))
     forged = b"{" + json.dumps(key, ensure_ascii=ascii_only).encode("utf-8") + b": 0, " + raw[1:]
     assert twice_keyed(forged, loads_json(forged)) == key
+
+
+@pytest.mark.parametrize("depth", [300, 990])
+def test_a_document_too_deep_to_walk_is_never_called_unique(depth):
+    """orjson writes 255 levels and Python's parser reads about 1,000: past them the check cannot
+    run, so the record is refused with that reason, never passed unchecked nor a crash of the worker."""
+    from claimbench.store.record import RecordError, record_data
+
+    raw = b'{"k": 1, "x": ' + b'{"a": ' * depth + b"1" + b"}" * depth + b"}"
+    with pytest.raises(ValueError, match="nested too deeply"):
+        twice_keyed(raw, loads_json(raw))
+    with pytest.raises(RecordError, match="r.json: nested too deeply"):
+        record_data(raw, "r.json")

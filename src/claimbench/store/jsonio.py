@@ -58,9 +58,8 @@ def twice_keyed(raw: bytes, data: Any) -> Optional[str]:
     file can show a reader a value other than the one checked. Decided by counting strings: each
     string of ``raw`` is one string of ``data`` written back, unless a duplicate was dropped with
     its key, so the counts are equal exactly when no key repeats (about 20 us for a 9 KB record,
-    most of it writing ``data`` back; the standard parser, 10 times slower, runs only to name the key)."""
-    if _strings(raw) == _strings(_dumps(data)):
-        return None
+    most of it writing ``data`` back; the standard parser, 10 times slower, runs only to name the key).
+    A document too deep for either to walk raises ValueError: unchecked is never unique."""
     seen: list[str] = []
 
     def pairs(items: list) -> dict:
@@ -69,7 +68,12 @@ def twice_keyed(raw: bytes, data: Any) -> Optional[str]:
             seen.append(next(k for i, k in enumerate(keys) if k in keys[:i]))
         return dict(items)
 
-    json.loads(raw.decode("utf-8"), object_pairs_hook=pairs, parse_constant=_no_constant)
+    try:
+        if _strings(raw) == _strings(_dumps(data)):
+            return None
+        json.loads(raw.decode("utf-8"), object_pairs_hook=pairs, parse_constant=_no_constant)
+    except (TypeError, ValueError, RecursionError) as e:  # orjson writes 255 levels, Python reads about 1,000
+        raise ValueError(f"nested too deeply to be checked for a repeated key ({e})") from None
     return seen[0] if seen else ""  # the counts disagree, so refused even if no key could be named
 
 

@@ -337,7 +337,10 @@ def record_data(raw: bytes, where: str) -> Any:
         data = loads_json(raw)
     except ValueError as e:  # UnicodeDecodeError and JSONDecodeError included
         raise RecordError(f"{where}: corrupt or truncated JSON ({e})") from None
-    key = twice_keyed(raw, data)
+    try:
+        key = twice_keyed(raw, data)
+    except ValueError as e:  # deeper than any record the runner writes
+        raise RecordError(f"{where}: {e}") from None
     if key is not None:
         raise RecordError(f"{where}: {f'key {key!r}' if key else 'a key'} appears twice in one object; JSON readers "
                           "disagree on which one counts, and claimbench never writes a key twice: edited by hand?")
