@@ -73,7 +73,7 @@ def twice_keyed(raw: bytes, data: Any) -> Optional[str]:
             return None
         json.loads(raw.decode("utf-8"), object_pairs_hook=pairs, parse_constant=_no_constant)
     except (TypeError, ValueError, RecursionError) as e:  # orjson writes 255 levels, Python reads about 1,000
-        raise ValueError(f"nested too deeply to be checked for a repeated key ({e})") from None
+        raise ValueError(f"cannot be checked for a repeated key ({e}); a record the runner writes is a few levels deep") from None
     return seen[0] if seen else ""  # the counts disagree, so refused even if no key could be named
 
 
