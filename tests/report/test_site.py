@@ -263,3 +263,33 @@ def test_maintainer_notes_stay_in_the_markdown(site):
     assert "Edit the markers with care" not in page and "maintainers" not in page
     body = page[page.index("</section>"):]
     assert '<span class="machine">H200</span>' in body  # numbers still on their entries in the list itself
+
+
+def test_free_form_blocks_of_any_shape_are_shown_not_crashed_on(tmp_path):
+    """A record's `correctness`, `hardware.software` and `hardware.slug` are free-form: no verdict
+    depends on their shape, so audit passes such a record. Before, a float for `trials`, a string
+    for an output, a number for `git_dirty_files` or a 300-character slug stopped `site` and
+    `show --record` with a traceback."""
+    from claimbench.report.trail import show_record
+
+    root = rk.copy_tree(tmp_path / "proj")
+    good = rk.build(root, "scan-decoupled", created="2026-12-01T09:00:00.000000Z", kernel_us=117.6, floor_us=100.0, seed=31)
+    odd = [good.model_copy(update={"correctness": {**good.correctness, "trials": 1.5}}),
+           good.model_copy(update={"correctness": {**good.correctness, "trials": [7, {"outputs": ["x", 3, {"max_abs_err": 0.5}]}]},
+                                   "created_utc": "2026-12-01T09:00:01.000000Z"}),
+           good.model_copy(update={"hardware": {**good.hardware, "slug": "x" * 300,
+                                                "software": {**good.hardware["software"], "git_dirty_files": 12}},
+                                   "created_utc": "2026-12-01T09:00:02.000000Z"})]
+    paths = [rk.write(root, r) for r in odd]
+    publish(root, root / "LIST.md", root / "results")
+    from claimbench.report.audit import audit
+    assert not [p for p in audit(root, root / "LIST.md", root / "results", cache=False)
+                if any(x.name in p.path for x in paths)]
+    index = build_site(root, tmp_path / "site")
+    assert any(p.name.startswith("bandwidth-xxxx") and len(p.name) < 80 for p in index.parent.iterdir())
+    page = (index.parent / "claims" / "scan-decoupled.html").read_text(encoding="utf-8")
+    assert "not a trial: 7" in page and "max_abs_err 0.5" in page
+    shown = [show_record(p) for p in paths]
+    assert "trial" not in shown[0].split("correctness")[1].split("sources")[0]
+    assert "trial 1: FAILED not a trial: 7" in shown[1] and "output 0: max_abs_err 0.5" in shown[1]
+    assert "changed" not in shown[2]

@@ -7,6 +7,7 @@ used) and the precision. The claim page's reproduce steps come from `store.recip
 
 from __future__ import annotations
 
+import hashlib
 import re
 from dataclasses import dataclass
 from datetime import datetime
@@ -138,15 +139,11 @@ def claim_view(cid: str, checked, recs: list[Summary], *, numbers: list[NumberVi
 
 
 def _trials(r) -> list[tuple[str, str, bool, str, str]]:
-    rows = []
-    for i, t in enumerate(r.correctness.get("trials") or []):
-        if isinstance(t, dict):
-            errs = "; ".join(", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
-                                       for k, v in o.items() if k not in ("passed", "reason", "shape"))
-                             for o in t.get("outputs") or [] if isinstance(o, dict))
-            rows.append((str(i + 1), str(t.get("seed", "")), bool(t.get("passed")),
-                         "passed" if t.get("passed") else f"FAILED {t.get('reason', '')}", errs))
-    return rows
+    from claimbench.report.trail import trial_rows
+
+    return [(str(t.number), t.seed, t.passed, "passed" if t.passed else f"FAILED {t.reason}",
+             "; ".join(", ".join(f"{k} {v}" for k, v in o if k not in ("passed", "reason", "shape")) for o in t.outputs))
+            for t in trial_rows(r.correctness)]
 
 
 def roofline_sections(measured: list[Summary], record: Callable, out: Path, *, claims: dict) -> list[dict]:
@@ -184,7 +181,7 @@ def roofline_sections(measured: list[Summary], record: Callable, out: Path, *, c
         mm = ceilings.get("matrix_tflops")
         rates = {str(k): float(v) for k, v in mm.items() if isinstance(v, (int, float))} if isinstance(mm, dict) else (
             {"matrix": float(mm)} if isinstance(mm, (int, float)) else {})
-        slug = re.sub(r"[^a-z0-9-]+", "-", hw.lower()).strip("-") or "unknown"
+        slug = _file_slug(hw)
         sec = {"machine": name, "slug": slug, "bandwidth": bw, "rates": sorted(rates.items()),
                "placed": [p.claim for p in points], "why_not": why_not, "roofline": None, "bars": None}
         if points:
@@ -195,3 +192,14 @@ def roofline_sections(measured: list[Summary], record: Callable, out: Path, *, c
             sec["bars"] = f"bandwidth-{slug}.svg"
         sections.append(sec)
     return sections
+
+
+def _file_slug(hw: str) -> str:
+    """A file name part for a hardware slug, which a record sets: lowercase letters, digits and
+    dashes, at most 60 characters; a longer one is cut and keeps a digest of the whole, so two
+    machines never share a chart and no name passes the file system's limit (a 300-character
+    slug stopped the site)."""
+    slug = re.sub(r"[^a-z0-9-]+", "-", hw.lower()).strip("-") or "unknown"
+    if len(slug) <= 60:
+        return slug
+    return slug[:51].strip("-") + "-" + hashlib.sha256(hw.encode("utf-8", "surrogatepass")).hexdigest()[:8]

@@ -7,6 +7,7 @@ Every string from a claim or a record is made safe for a terminal.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Optional
 
@@ -96,20 +97,42 @@ def _side(name: str, t) -> list[str]:
             f"cv {x.std() / x.mean() * 100:.2f}%"]
 
 
+@dataclass(frozen=True)
+class TrialRow:
+    """One correctness trial as a record holds it, for `show --record` and the site alike. A record is
+    someone else's file and `correctness` a free-form block that no verdict depends on: whatever shape
+    it has, it is shown for what it is, never read as the runner's (a float for `trials` stopped both)."""
+
+    number: int
+    seed: str
+    passed: bool
+    reason: str
+    outputs: tuple[tuple[tuple[str, str], ...], ...]  # per output: (field, value as shown)
+
+
+def trial_rows(correctness: dict) -> list[TrialRow]:
+    trials = correctness.get("trials")
+    rows = []
+    for i, t in enumerate(trials if isinstance(trials, list) else []):
+        if not isinstance(t, dict):
+            rows.append(TrialRow(i + 1, "", False, f"not a trial: {_cut(repr(t), 60)}", ()))
+            continue
+        outs = t.get("outputs")
+        shown = tuple(tuple((str(k), f"{v:.3g}" if isinstance(v, float) else _cut(str(v), 60)) for k, v in o.items())
+                      for o in (outs if isinstance(outs, list) else []) if isinstance(o, dict))
+        rows.append(TrialRow(i + 1, _cut(str(t.get("seed", "")), 30), t.get("passed") is True,
+                             _cut(str(t.get("reason", "")), 200), shown))
+    return rows
+
+
 def _trials(correctness: dict) -> list[str]:
     """Per-trial errors, whatever per-output fields the runner recorded."""
     out = []
-    for i, t in enumerate(correctness.get("trials") or []):
-        if not isinstance(t, dict):
-            out.append(f"    trial {i + 1}: {t}")
-            continue
-        head = f"    trial {i + 1}" + (f" seed {t['seed']}" if "seed" in t else "")
-        head += ": " + ("passed" if t.get("passed") else f"FAILED {t.get('reason', '')}".rstrip())
-        out.append(head)
-        for j, o in enumerate(t.get("outputs") or []):
-            errs = ", ".join(f"{k} {v:.3g}" if isinstance(v, float) else f"{k} {v}"
-                             for k, v in o.items() if k not in ("passed", "reason"))
-            out.append(f"      output {j}: {errs}")
+    for t in trial_rows(correctness):
+        head = f"    trial {t.number}" + (f" seed {t.seed}" if t.seed else "")
+        out.append(head + ": " + ("passed" if t.passed else f"FAILED {t.reason}".rstrip()))
+        for j, o in enumerate(t.outputs):
+            out.append(f"      output {j}: " + ", ".join(f"{k} {v}" for k, v in o if k not in ("passed", "reason")))
     return out
 
 
@@ -137,9 +160,9 @@ def show_record(path: Path) -> str:
            "  software   " + (", ".join(f"{k} {v}" for k, v in sw.items()
                                        if v is not None and k not in ("git_commit", "git_dirty", "git_dirty_files")) or "?"),
            f"  verdict    {r.verdict}: {r.reason}"]
-    if sw.get("git_dirty_files"):
-        out.append("  changed    " + ", ".join(map(str, sw["git_dirty_files"][:10]))
-                   + (f" and {len(sw['git_dirty_files']) - 10} more" if len(sw["git_dirty_files"]) > 10 else ""))
+    if isinstance(changed := sw.get("git_dirty_files"), list) and changed:
+        out.append("  changed    " + ", ".join(_cut(str(f), 60) for f in changed[:10])
+                   + (f" and {len(changed) - 10} more" if len(changed) > 10 else ""))
     for g in hw.get("gpus") or []:
         if isinstance(g, dict):
             out.append(f"  gpu        {g.get('index', '?')}: {g.get('name', '?')}, cc {g.get('compute_capability', '?')}, "
