@@ -15,6 +15,8 @@ from urllib.parse import unquote, urlparse
 
 import pytest
 import recordkit as rk
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from claimbench.report.publish import publish
 from claimbench.report.site import build_site
@@ -293,3 +295,12 @@ def test_free_form_blocks_of_any_shape_are_shown_not_crashed_on(tmp_path):
     assert "trial" not in shown[0].split("correctness")[1].split("sources")[0]
     assert "trial 1: FAILED not a trial: 7" in shown[1] and "output 0: max_abs_err 0.5" in shown[1]
     assert "changed" not in shown[2]
+
+
+@settings(max_examples=300, deadline=None)
+@given(hw=st.text(max_size=400))
+def test_a_chart_name_from_any_hardware_slug_is_short_and_plain(hw):
+    from claimbench.report.siteview import _file_slug
+
+    slug = _file_slug(hw)
+    assert re.fullmatch(r"[a-z0-9-]{1,60}", slug), slug  # a file name on any file system, whatever a record says

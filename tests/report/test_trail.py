@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 import recordkit as rk
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from claimbench.report.publish import publish
 from claimbench.report.trail import show_provenance, show_record
@@ -88,3 +90,22 @@ def test_a_number_without_a_floor_says_none_applied(tmp_path):
     assert "floor      none applied: no flops declared" in show_record(rk.write(root, no_flops))
     unmeasured = rec.model_copy(update={"floor_us": None, "floor_term": ""})
     assert "floor      none applied: the claim declares neither" in show_record(rk.write(root, unmeasured))
+
+
+_JSON = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False) | st.text(max_size=80),
+                     lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=8), inner, max_size=4),
+                     max_leaves=20)
+
+
+@settings(max_examples=300, deadline=None)
+@given(correctness=st.dictionaries(st.sampled_from(["trials", "passed", "reason", "null_models"]), _JSON),
+       trials=st.lists(st.dictionaries(st.sampled_from(["seed", "passed", "reason", "outputs"]), _JSON), max_size=3))
+def test_any_shape_of_correctness_is_shown_as_rows(correctness, trials):
+    """`correctness` is free-form in a record: whatever JSON it holds, the trials read as rows of
+    short text, never a traceback (the site and `show --record` both read them this way)."""
+    from claimbench.report.trail import trial_rows
+
+    for block in (correctness, {**correctness, "trials": trials}):
+        for row in trial_rows(block):
+            assert isinstance(row.passed, bool) and len(row.seed) <= 30 and len(row.reason) <= 200
+            assert all(len(v) <= 60 for out in row.outputs for _, v in out)
