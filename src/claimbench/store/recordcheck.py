@@ -113,7 +113,6 @@ def _matches(models: tuple[str, ...], name: str) -> bool:
     return glob_any(models, name)
 
 
-
 def _off_sweep(rec: Record) -> Optional[str]:
     """Why a record's sweep point is not one of the off points its own copy of the claim sweeps
     (the copy is held to the claim file separately); None when it is."""
