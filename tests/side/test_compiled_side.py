@@ -21,14 +21,6 @@ def test_a_compiled_kernel_is_checked_not_refused_for_its_compile_threads(tmp_pa
     project = make_project(tmp_path / "proj")
     shutil.copy(project / "kernels" / "compiled_softmax.py", project / "kernels" / "cheat" / "compiled_softmax.py")
     claim = write_claim(project, "compiled-softmax", "compiled_softmax", title="compiled")
-    # one shape, one trial: each shape is a compile of its own (dynamic=False), about 3 s of CPU, and
-    # one compile is what the refusal needed (the pool of compile workers starts with the first)
-    text = claim.read_text()
-    for old, new in (("check_params: [{rows: 3, cols: 17}, {rows: 1, cols: 1}]", "check_params: [{rows: 3, cols: 17}]"),
-                     ("trials: 2", "trials: 1")):
-        assert old in text, old
-        text = text.replace(old, new)
-    claim.write_text(text)
     out = run_one(claim, project, detect(project),
                   opts=RunOptions(results=project / "results", correctness_only=True, sandbox="auto"))
     # before: rejected, "left thread 'ThreadPoolExecutor-1_0' running after returning"
