@@ -77,14 +77,17 @@ else
 fi
 # `--no-compile` above: pip byte-compiles every module it installs one file at a time, about 9,800
 # files here (torch 29 -> 10 s and the test extras 41 -> 31 s without it, on a 2-core machine).
-# compileall does it on every core, skipping what no run imports (test suites, pip, setuptools,
-# fontTools, pygments, mypy's own sources): 5,300 files in 15 s. Every module a claim's side may import
-# must be compiled here: a side confined by Landlock cannot write its bytecode into .venv, so a
-# missing one would be compiled again in every side that imports it (torch._dynamo, for example).
+# compileall does it on every core, skipping what no run imports: the packages' own test suites, pip,
+# setuptools and mypy's sources (mypy compiles its own in the one process that runs it). Every module a
+# claim's side may import must be compiled here: a side confined by Landlock cannot write its bytecode
+# into .venv, so a missing one would be compiled again in every side that imports it (torch._dynamo,
+# torch.testing, which `import torch` loads), and so would every process where PYTHONDONTWRITEBYTECODE
+# is set. Checked: importing torch, Triton, dynamo, Inductor, torch.distributed, flex attention, pandas,
+# matplotlib and pytest afterwards compiles nothing more.
 if [ "${installed_now:-0}" = 1 ]; then
   echo "bootstrap: compiling the installed modules" >&2
   site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
   .venv/bin/python -m compileall -q -j 0 \
-    -x '/(tests|testing)/|site-packages/(pip|setuptools|_distutils_hack|fontTools|pygments|mypy|mypyc)/' "$site" src >/dev/null
+    -x '/tests/|site-packages/(pip|setuptools|mypy|mypyc)/' "$site" src >/dev/null
 fi
 command -v bwrap >/dev/null 2>&1 || echo "bootstrap: no bubblewrap: claims run confined by Landlock where the kernel has it (Linux 5.13+), else unsandboxed; claimbench run says which (as root: apt-get install bubblewrap)" >&2
