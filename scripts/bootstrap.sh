@@ -87,7 +87,12 @@ fi
 if [ "${installed_now:-0}" = 1 ]; then
   echo "bootstrap: compiling the installed modules" >&2
   site=$(.venv/bin/python -c "import sysconfig; print(sysconfig.get_paths()['purelib'])")
-  .venv/bin/python -m compileall -q -j 0 \
-    -x '/tests/|site-packages/(pip|setuptools|mypy|mypyc)/' "$site" src >/dev/null
+  # A file written for a later Python (torch ships torch/testing/_internal/py312_intrinsics.py) fails
+  # here and can never be imported: pip skips it without a word; this names how many, and goes on.
+  if ! failed=$(.venv/bin/python -m compileall -q -j 0 \
+      -x '/tests/|site-packages/(pip|setuptools|mypy|mypyc)/' "$site" src 2>&1); then
+    echo "bootstrap: $(printf '%s\n' "$failed" | grep -c '^\*\*\* Error compiling') installed file(s) are not valid for" \
+         "this Python and stay uncompiled (it could not import them either): $(printf '%s\n' "$failed" | grep -m1 '^\*\*\*')" >&2
+  fi
 fi
 command -v bwrap >/dev/null 2>&1 || echo "bootstrap: no bubblewrap: claims run confined by Landlock where the kernel has it (Linux 5.13+), else unsandboxed; claimbench run says which (as root: apt-get install bubblewrap)" >&2
