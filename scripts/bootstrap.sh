@@ -92,7 +92,7 @@ if [ "${installed_now:-0}" = 1 ]; then
   if ! failed=$(.venv/bin/python -m compileall -q -j 0 \
       -x '/tests/|site-packages/(pip|setuptools|mypy|mypyc)/' "$site" src 2>&1); then
     echo "bootstrap: $(printf '%s\n' "$failed" | grep -c '^\*\*\* Error compiling') installed file(s) are not valid for" \
-         "this Python and stay uncompiled (it could not import them either): $(printf '%s\n' "$failed" | grep -m1 '^\*\*\*')" >&2
+         "this Python and stay uncompiled (Python could not import them either): $(printf '%s\n' "$failed" | grep -m1 '^\*\*\*')" >&2
   fi
 fi
 command -v bwrap >/dev/null 2>&1 || echo "bootstrap: no bubblewrap: claims run confined by Landlock where the kernel has it (Linux 5.13+), else unsandboxed; claimbench run says which (as root: apt-get install bubblewrap)" >&2

@@ -263,15 +263,16 @@ def _literal_name(call: ast.Call) -> str | None:
     return None
 
 
-def _dynamic_lookups(body: list, into_defs: bool = False) -> list[tuple[int, str]]:
-    """`getattr`/`hasattr` with a computed name, or passed around as a value, in the given statements.
-    A module's own functions are judged when the kernel can reach them (a task's `inputs` may look up
-    `getattr(torch, dtype)`); a kernel function's nested functions are part of it."""
+def _dynamic_lookups(body: list) -> list[tuple[int, str]]:
+    """`getattr`/`hasattr` with a computed name, or passed around as a value, in a module's statements
+    outside its functions. A module's own functions are judged when the kernel can reach them (a task's
+    `inputs` may look up `getattr(torch, dtype)`: `functions_of`); a kernel function's nested functions
+    are part of it."""
     todo = list(body)
     nodes = []
     while todo:
         node = todo.pop()
-        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and not into_defs:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)):
             todo.extend(node.decorator_list)
             todo.extend(node.args.defaults)
             continue
