@@ -75,7 +75,7 @@ def cheat_servers(cheat_root):
     from claimbench.options import RunOptions
     from claimbench.orchestrator.servers import Servers
 
-    with Servers(cheat_root, RunOptions(results=cheat_root / "results")) as s:
+    with Servers(cheat_root, RunOptions(results=cheat_root / "results"), pooled=True) as s:
         yield s
 
 

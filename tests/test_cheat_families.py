@@ -159,7 +159,7 @@ def project(tmp_path_factory, hw):
     from claimbench.orchestrator.servers import Servers
 
     project = _new_project(tmp_path_factory.mktemp("families") / "proj", hw)
-    with Servers(project, _opts(project)) as servers:
+    with Servers(project, _opts(project), pooled=True) as servers:
         project_servers[project] = servers
         yield project
         project_servers.pop(project, None)

@@ -59,7 +59,7 @@ def servers(project):
     """One fork server for the module: torch is imported once, not once per case."""
     from claimbench.orchestrator.servers import Servers
 
-    with Servers(project, RunOptions(results=project / "results")) as s:
+    with Servers(project, RunOptions(results=project / "results"), pooled=True) as s:
         yield s
 
 

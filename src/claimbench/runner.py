@@ -243,8 +243,9 @@ _SHARED: dict = {}
 
 
 def _shared_servers(root: Path, opts: RunOptions):
-    """Callers of run_one without a Servers context (the API, tests) share one fork server per
-    project and sandbox setting for the life of the process: torch is imported once, not per claim."""
+    """Callers of run_one without a Servers context (the API, tests) share fork servers for the life
+    of the process, across projects where the sandbox allows (servers.py `_POOL`): torch is imported
+    once, not per claim or per project. The backups stay per project."""
     import atexit
 
     from claimbench.orchestrator.servers import Servers
@@ -253,7 +254,7 @@ def _shared_servers(root: Path, opts: RunOptions):
     if key not in _SHARED:
         if not _SHARED:
             atexit.register(lambda: [s.__exit__(None, None, None) for s in _SHARED.values()])
-        _SHARED[key] = Servers(root, opts).__enter__()
+        _SHARED[key] = Servers(root, opts, pooled=True).__enter__()
     return _SHARED[key]
 
 

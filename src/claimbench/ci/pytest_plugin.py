@@ -213,7 +213,7 @@ def _servers(st: "_State"):
     if st.servers is None:
         from claimbench.orchestrator.servers import Servers
 
-        st.servers = Servers(st.root, st.opts).__enter__()
+        st.servers = Servers(st.root, st.opts, pooled=True).__enter__()  # shared with the session's other run_one calls
     return st.servers
 
 

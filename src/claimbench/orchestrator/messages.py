@@ -339,6 +339,7 @@ class Spawn(_Msg):
     env: dict[str, str] = {}
     max_memory_bytes: Optional[int] = None     # RLIMIT_AS, for CPU sides (CUDA reserves address space)
     confine: Optional[Confine] = None          # the landlock sandbox: confined before it says Ready
+    cwd: Optional[str] = None                  # the claim's project: a server may serve several (servers.py)
 
 
 class Spawned(_Msg):

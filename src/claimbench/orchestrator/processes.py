@@ -34,7 +34,8 @@ class ForkServer:
         self.log = open(log_path, "ab")
         argv = sandbox.wrap([sys.executable, "-m", "claimbench.side.server", str(theirs.fileno())], root)
         self.sandbox, self.root = sandbox, root
-        self.scratch = _scratch(root) if sandbox.kind == "landlock" else None
+        self.scratches: dict[str, str] = {}  # per project served: a landlock side may write only its own
+        self.scratch = self.scratch_for(root)
         self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), env=env, cwd=str(root),
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -71,17 +72,31 @@ class ForkServer:
         """Whether the process we started for the server is still running."""
         return self.proc.poll() is None
 
+    def scratch_for(self, root: Path) -> Optional[str]:
+        """The scratch folder of ``root``'s sides under Landlock (made on first use), else None."""
+        if self.sandbox.kind != "landlock":
+            return None
+        key = str(Path(root).resolve())
+        if key not in self.scratches:
+            self.scratches[key] = _scratch(Path(key))
+        return self.scratches[key]
+
     def spawn(self, role: m.Role, env: dict, *, log_fd: int, max_memory_bytes: Optional[int],
-              timeout_s: float = 60.0) -> "SideProcess":
-        """Fork a ``role`` side with its own channel and ``log_fd``, and wait for its `Ready`; a refusal
-        by the server is a ProtocolError."""
+              timeout_s: float = 60.0, root: Optional[Path] = None) -> "SideProcess":
+        """Fork a ``role`` side of a claim of ``root`` (default: the server's own) with its own channel and
+        ``log_fd``, and wait for its `Ready`; a refusal by the server is a ProtocolError. Under bwrap the
+        server sees only the project it started in, so it serves no other."""
+        root = Path(root) if root is not None else self.root
+        if self.sandbox.kind == "bwrap" and Path(root).resolve() != Path(self.root).resolve():
+            raise ProtocolError(f"a bwrap fork server of {self.root} cannot serve {root}")
         self.wait_ready()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        confine = (m.Confine(writable=[self.scratch, "/dev"], protected=str(self.root), scratch=self.scratch)
-                   if self.scratch else None)
+        scratch = self.scratch_for(root)
+        confine = (m.Confine(writable=[scratch, "/dev"], protected=str(root), scratch=scratch)
+                   if scratch else None)
         try:
             reply, fds = self.ctl.request(m.Spawn(role=role, env=env, max_memory_bytes=max_memory_bytes,
-                                                  confine=confine),
+                                                  confine=confine, cwd=str(root)),
                                           m.Spawned, fds=(theirs.fileno(), log_fd), timeout_s=timeout_s)
         except SideFailed as e:  # the server refused: the claim ends in error, with its words
             ours.close()
@@ -137,9 +152,9 @@ class ForkServer:
         except subprocess.TimeoutExpired:
             pass
         self.log.close()
-        if self.scratch:  # every side is gone: its caches and temporary files go with them
-            import shutil
-            shutil.rmtree(self.scratch, ignore_errors=True)
+        import shutil
+        for scratch in self.scratches.values():  # every side is gone: its caches and temporary files go with them
+            shutil.rmtree(scratch, ignore_errors=True)
 
 
 def host_pid(inner: int, candidates: list[int]) -> int:

@@ -45,12 +45,28 @@ def server_env(threads: int | None, side_env: dict | None = None) -> dict:
     return env
 
 
+# The fork servers every pooled `Servers` of this process shares (the API's `run_one` without a run,
+# called for claims of several projects): a server runs no claim code and is tied to no project
+# outside bwrap (each side is told its project, its working folder and its Landlock rules), so one
+# torch import serves them all. Its own log stays in the results folder of the run that started it.
+# Closed when the process exits.
+_POOL: dict[tuple, ForkServer] = {}
+
+
+def close_pool() -> None:
+    """Close every pooled server."""
+    for server in _POOL.values():
+        server.close()
+    _POOL.clear()
+
+
 class Servers:
     """One `run`'s fork servers, keyed by sandbox and import-time environment, and its backups; as a
-    context manager it closes all of them at the end."""
+    context manager it closes all of them at the end. ``pooled``: outside bwrap, take the servers from
+    this process's pool and leave them running at the end."""
 
-    def __init__(self, root: Path, opts) -> None:
-        self.root, self.opts = root, opts
+    def __init__(self, root: Path, opts, *, pooled: bool = False) -> None:
+        self.root, self.opts, self.pooled = root, opts, pooled
         self.running: dict[tuple, ForkServer] = {}
         self.backups: dict[str, Backup] = {}
         self.log_dir = Path(opts.results) / ".cache" / "logs"
@@ -85,17 +101,23 @@ class Servers:
     def get(self, sandbox: Sandbox, side_env: dict | None = None) -> ForkServer:
         """The server for this sandbox and the sides' import-time environment, started if needed."""
         wanted = import_env(side_env or {})
-        key = (sandbox.kind, sandbox.cuda, sandbox.network, tuple(sorted(wanted.items())))
-        server = self.running.get(key)
+        pooled = self.pooled and sandbox.kind != "bwrap"  # bwrap binds its project when the server starts
+        running = _POOL if pooled else self.running
+        key: tuple = (sandbox.kind, sandbox.cuda, sandbox.network, tuple(sorted(wanted.items())),
+                      self.opts.threads if pooled else None)
+        server = running.get(key)
         if server is not None and not server.alive():
             server.close()
             server = None
         if server is None:
             server = ForkServer(self.root, server_env(self.opts.threads, side_env), sandbox=sandbox, log_path=self.log_dir / "fork-server.log")
-            self.running[key] = server
+            if pooled and not _POOL:
+                import atexit
+                atexit.register(close_pool)
+            running[key] = server
         return server
 
     def wait_ready(self) -> None:
         """Waits for every started server's imports, so they do not share the cores with a measurement."""
-        for server in self.running.values():
+        for server in [*self.running.values(), *(_POOL.values() if self.pooled else ())]:
             server.wait_ready()

@@ -93,6 +93,8 @@ def _fork_side(msg, fds: list[int], ctl_fd: int) -> int:
     try:  # the child: nothing of the server's may reach claim code
         os.setsid()
         _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if msg.cwd:
+            os.chdir(msg.cwd)  # the claim's project, which need not be the one the server started in
         os.dup2(log_fd, 1)
         os.dup2(log_fd, 2)
         keep = {0, 1, 2, chan_fd}

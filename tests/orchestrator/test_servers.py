@@ -1,0 +1,86 @@
+"""orchestrator/servers.py: the API's fork servers serve every project of the process outside bwrap.
+
+A fork server runs no claim code; what ties a side to its project is what the Spawn tells it (its
+working folder, its Landlock scratch and the project it must not write). Before, `run_one` without a
+run started a server per project: a torch import each (29 in one test run, 11 after).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+
+from claimbench.machine import backends, landlock
+from claimbench.machine.detect import detect
+from claimbench.options import RunOptions
+from claimbench.orchestrator import servers as pool
+from claimbench.orchestrator.processes import ForkServer
+from claimbench.orchestrator.sandbox import choose
+from claimbench.orchestrator.servers import server_env
+from claimbench.runner import run_one
+from claimbench.stats.status import Status
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
+needs_landlock = pytest.mark.skipif(landlock.abi() < 1, reason="this kernel has no Landlock")
+
+
+def _project(root: Path) -> Path:
+    shutil.copytree(FIXTURES / "kernels", root / "kernels")
+    shutil.copytree(FIXTURES / "claims", root / "claims")
+    shutil.copy(FIXTURES / "LIST.md", root / "LIST.md")
+    return root
+
+
+def _writes_record(project: Path) -> Path:
+    """softmax-cpu with the kernel that writes results/records/forged/forged.json (relative to its cwd)."""
+    text = (project / "claims/valid/softmax-cpu.yaml").read_text().replace("id: softmax-cpu", "id: writes-record")
+    path = project / "claims/writes-record.yaml"
+    path.write_text(text.replace("kernels/softmax_cpu_kernel.py:online_softmax", "kernels/cheat/writes_record.py:kernel"))
+    return path
+
+
+@needs_landlock
+def test_a_side_of_another_project_works_in_it_and_writes_only_its_scratch(tmp_path):
+    a, b = _project(tmp_path / "a"), _project(tmp_path / "b")
+    cpu_env = backends.child_env([], "cpu")
+    server = ForkServer(a, server_env(1, cpu_env), sandbox=choose("landlock", cuda=False), log_path=tmp_path / "server.log")
+    sides = []
+    try:
+        with open(tmp_path / "side.log", "wb") as log:
+            sides.append(mine := server.spawn("task", cpu_env, log_fd=log.fileno(), max_memory_bytes=None))
+            sides.append(theirs := server.spawn("task", cpu_env, log_fd=log.fileno(), max_memory_bytes=None, root=b))
+        assert os.readlink(f"/proc/{mine.pid}/cwd") == str(a.resolve())
+        assert os.readlink(f"/proc/{theirs.pid}/cwd") == str(b.resolve())
+        scratches = dict(server.scratches)
+        assert sorted(scratches) == sorted([str(a.resolve()), str(b.resolve())])
+        assert len(set(scratches.values())) == 2 and all(Path(s).is_dir() for s in scratches.values())
+    finally:
+        for side in sides:
+            side.channel.close()
+        server.close()
+    assert not any(Path(s).exists() for s in scratches.values())  # each project's scratch goes with the server
+
+
+@needs_landlock
+def test_run_one_serves_two_projects_from_one_server_and_confines_each_to_its_own(tmp_path):
+    a, b = _project(tmp_path / "a"), _project(tmp_path / "b")
+
+    def opts(p: Path) -> RunOptions:
+        return RunOptions(results=p / "results", threads=1, sandbox="landlock", correctness_only=True)
+
+    out = run_one(a / "claims/valid/rowsum-cpu.yaml", a, detect(a), opts=opts(a))
+    assert out.status == Status.SKIPPED and out.checked, out.reason
+    before = dict(pool._POOL)
+    assert before and all(s.alive() for s in before.values())  # a's server came from the pool and still runs
+    out = run_one(b / "claims/valid/rowsum-cpu.yaml", b, detect(b), opts=opts(b))
+    assert out.status == Status.SKIPPED and out.checked, out.reason
+    assert pool._POOL == before  # no server started for b: a's served it
+    assert out.record_path is not None and Path(out.record_path).is_relative_to(b / "results")
+    out = run_one(_writes_record(b), b, detect(b), opts=opts(b))  # a write into b is refused in b's own side
+    assert out.status == Status.ERROR and "Permission denied" in out.reason, out.reason
+    assert "changed files" not in out.reason, out.reason
+    assert not (b / "results/records/forged").exists() and not (a / "results/records/forged").exists()
+    assert pool._POOL == before
