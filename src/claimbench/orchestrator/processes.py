@@ -34,8 +34,7 @@ class ForkServer:
         self.log = open(log_path, "ab")
         argv = sandbox.wrap([sys.executable, "-m", "claimbench.side.server", str(theirs.fileno())], root)
         self.sandbox, self.root = sandbox, root
-        self.scratches: dict[str, str] = {}  # per project served: a landlock side may write only its own
-        self.scratch = self.scratch_for(root)
+        self.scratches: dict[str, str] = {}  # per project served, made at its first side: a landlock side may write only its own
         self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), env=env, cwd=str(root),
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -86,8 +85,8 @@ class ForkServer:
         """Fork a ``role`` side of a claim of ``root`` (default: the server's own) with its own channel and
         ``log_fd``, and wait for its `Ready`; a refusal by the server is a ProtocolError. Under bwrap the
         server sees only the project it started in, so it serves no other."""
-        root = Path(root) if root is not None else self.root
-        if self.sandbox.kind == "bwrap" and Path(root).resolve() != Path(self.root).resolve():
+        root = Path(root if root is not None else self.root)
+        if self.sandbox.kind == "bwrap" and root.resolve() != Path(self.root).resolve():
             raise ProtocolError(f"a bwrap fork server of {self.root} cannot serve {root}")
         self.wait_ready()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
