@@ -47,6 +47,13 @@ def test_the_dry_run_executes_every_stage_and_passes(tmp_path):
     assert rc == 0, log[-3000:]
     assert "smoke claim: ok" in log and "fake: synthetic activities" in log and "fake: the CPU timer" in log, log[-3000:]
     assert re.search(r"imports: the \d+ stage modules import", log), log[:3000]
+    # the rehearsal measures its small ceilings once, into the cache its claims read: no claim
+    # measures the CPU again at full size (about 7 CPU-s each, for numbers that mean nothing here)
+    claim_logs = sorted((tmp_path / "results").rglob("*.log"))
+    assert any(p.name == "smoke-claim.log" for p in claim_logs), claim_logs
+    measured = [p.name for p in claim_logs if "measuring the machine's ceilings" in p.read_text(errors="replace")]
+    assert not measured, measured
+    assert "smoke ceilings: (fake: a small CPU measurement" in log, log[:3000]
 
 
 def _stages_importing(module: str) -> tuple[str, ...]:

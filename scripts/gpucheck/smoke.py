@@ -81,6 +81,12 @@ def smoke_stage(ctx: Ctx) -> None:
         cases = _cases(ctx)
         project = cases.make_project(Path(ctx.extra.get("work") or ctx.art_path) / "smoke-project")
         claim = cases.write_claim(project, "honest", device)
+        if device != "cuda":
+            from .env_ceilings import rehearsal_ceilings
+
+            c = rehearsal_ceilings(ctx, project)
+            say(f"smoke ceilings: (fake: a small CPU measurement, cached for the rehearsal's claims) "
+                f"bandwidth ceiling {c.bandwidth_gbps:.0f} GB/s")
         per = min(CLAIM_S[device], max(10.0, ctx.left_s() - 2.0))
         o = run_claim(ctx, claim, ctx.art_path / "smoke", claim_budget(per, device), root=project,
                       log=ctx.art_path / "smoke-claim.log")
