@@ -49,7 +49,8 @@ def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES) -> l
         bvals = None
         if paired:
             bkeys, bvals = next(per_side)
-            if not np.array_equal(kkeys, bkeys):  # a round one side lacks is dropped from both
+            # both int64 slices of one array: equal bytes are equal keys (0.1 us; array_equal 1.7 us)
+            if kkeys.tobytes() != bkeys.tobytes():  # a round one side lacks is dropped from both
                 keys = np.intersect1d(kkeys, bkeys, assume_unique=True)
                 kvals, bvals = kvals[np.searchsorted(kkeys, keys)], bvals[np.searchsorted(bkeys, keys)]
         kmed = median_of_sorted(sorted(kvals.tolist())) if len(keys) else math.nan
@@ -190,7 +191,15 @@ def _ci95(stats: np.ndarray) -> list[tuple[float, float]]:
     """Each row's (2.5th, 97.5th) percentile, equal to ``np.percentile`` bit for bit: the same
     positions and the same interpolation arithmetic, applied to all rows at once."""
     prev, nxt, gamma = _percentile_plan(stats.shape[1])
-    part = np.partition(stats, sorted(set(prev + nxt)), axis=1)
+    kth = sorted(set(prev + nxt))
+    if stats.dtype == np.float64 and stats.flags.c_contiguous and not np.signbit(stats).any():
+        # Non-negative floats (every metric of positive times) are ordered as their bit patterns
+        # are, so the same values land at the same places in an integer partition, which skips the
+        # float comparison's NaN handling: 2.2 -> 1.5 ms for 87 rows of 2,000 here. A row holding a
+        # NaN is reported as NaN below whatever lands where.
+        part = np.partition(stats.view(np.int64), kth, axis=1).view(np.float64)
+    else:
+        part = np.partition(stats, kth, axis=1)
     bounds = []
     for i, j, t in zip(prev, nxt, gamma):
         a, b = part[:, i], part[:, j]
