@@ -192,3 +192,26 @@ def test_skipped_records_are_checked_and_left_unless_asked(project, tmp_path, ca
     assert skipped_path.exists() and not list((root / "results" / "records").rglob(skipped_path.name))
     assert main(["--root", str(root), "ingest", "--skipped", str(runs)]) == 0
     assert list((root / "results" / "records").rglob(skipped_path.name))
+
+
+def test_a_tree_dirty_only_in_files_the_claim_does_not_read_is_ingested_and_a_relevant_one_is_named(project, tmp_path):
+    """ingest judges a dirty tree as publish and audit do (`index.judged_dirty`): an untracked
+    `.venv` link or an edited README does not touch the number, so the record is taken (before,
+    ingest refused what publish showed, without saying which file); a changed source the claim
+    read is refused, and named."""
+    root, commit = project
+
+    def dirty(files: list[str]) -> dict:
+        hw = rk.hardware("nvidia-h200")
+        return {"dirty": True, "hardware": {**hw, "software": {**hw["software"], "git_dirty": True, "git_dirty_files": files}}}
+
+    aside = _fleet(tmp_path / "aside", root, commit, **dirty([".venv", "README.md"]))["h200"]
+    relevant = _fleet(tmp_path / "relevant", root, commit, **dirty(["kernels/stubs.py", ".venv"]))["h100"]
+    report = ingest(root, [aside, relevant], root / "results")
+    assert [Path(src).name for src, _ in report.ingested] == [aside.name]
+    (p,) = report.refused
+    assert (p.path, p.key) == (str(relevant), "git_dirty")
+    assert f"kernels/stubs.py differed from commit {commit[:10]}" in p.message and ".venv" not in p.message, p.message
+    plan = publish(root, root / "LIST.md", root / "results")
+    assert [Path(n.record).name for n in plan.numbers] == [aside.name]
+    assert main(["--root", str(root), "audit", "--no-cache"]) == 0

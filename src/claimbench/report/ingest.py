@@ -23,6 +23,7 @@ from typing import TYPE_CHECKING, Iterable, Optional, Union
 from claimbench.errors import UsageError
 from claimbench.spec.problem import Problem
 from claimbench.store.atcommit import COMMIT, CommitFiles, git_objects
+from claimbench.store.index import judged_dirty
 from claimbench.store.record import (
     MIN_PROTOCOL_VERSION,
     Record,
@@ -158,9 +159,12 @@ def _static(c: _Candidate) -> Optional[Problem]:
         return _refuse(path, *bad)  # audit's own rule: what ingest takes under this name, audit accepts
     if not re.match(r"^[a-z0-9][a-z0-9._-]{0,99}$", rec.claim_id):
         return _refuse(path, "claim_id", f"{rec.claim_id!r} is not a claim id")
-    if rec.git_dirty is not False:
-        return _refuse(path, "git_dirty", "made from a dirty or unknown tree: its files are in no commit; "
-                       "rerun from a clean checkout")
+    dirty, files = judged_dirty(rec)  # publish's and audit's rule: files the claim does not depend on do not count
+    if dirty is not False:
+        named = (f": {', '.join(files[:5])}{f' and {len(files) - 5} more' if len(files) > 5 else ''} differed from "
+                 f"commit {str(rec.git_commit)[:10]}" if files else "")
+        return _refuse(path, "git_dirty", f"made from a dirty or unknown tree{named}: its files are in no commit; "
+                       "commit them and rerun from a clean checkout")
     if not rec.git_commit or not COMMIT.match(rec.git_commit):
         return _refuse(path, "git_commit", f"{rec.git_commit!r} is not a commit hash; rerun from a clean checkout")
     if rec.protocol_version < MIN_PROTOCOL_VERSION:
