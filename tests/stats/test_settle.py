@@ -61,3 +61,41 @@ def test_the_verdict_carries_the_advice():
     v = decide(Evidence(metric="speedup", claimed_value=2.0, tolerance=0.1, kernel=k, baseline=b, device="cpu",
                         protocol_version=5, correctness_passed=True))
     assert v.status.value == "inconclusive" and "CI too wide" in v.reason and "between processes" in v.reason, v.reason
+
+
+def test_an_interval_wider_than_the_model_asks_for_more_processes_in_proportion():
+    """The model is of means; the bootstrap's interval of medians is wider. Given this run's own
+    half-width, the advice scales the model by how much wider it is (never narrower), so following
+    it does not fall short as "about 4 processes" did (module docstring)."""
+    from claimbench.stats.settle import calibration
+
+    k = _side([100, 101, 99], noise=0.15, rounds=14)
+    b = _side([300, 300, 300], noise=0.0, seed=1)
+    s = split(k, b)
+    assert s is not None
+    model = halfwidth(s, s.processes, s.rounds_per_process)
+
+    def need(text: str) -> int:
+        return int(text.split("(--repeat ")[1].split(")")[0])
+
+    plain = need(advice(k, b, 0.05))
+    wider = need(advice(k, b, 0.05, measured=1.6 * model))
+    assert wider > plain
+    assert 1.6 * halfwidth(s, wider, s.rounds_per_process) <= 0.05 < 1.6 * halfwidth(s, wider - 1, s.rounds_per_process)
+    assert calibration(s, 0.5 * model) == 1.0 and need(advice(k, b, 0.05, measured=0.5 * model)) == plain
+    assert calibration(s, None) == 1.0 and calibration(s, float("nan")) == 1.0
+
+
+def test_the_verdict_calibrates_the_advice_with_its_own_interval(monkeypatch):
+    from claimbench.stats import settle
+    from claimbench.stats.verdict import Evidence, decide
+
+    seen = []
+    real = settle.advice
+    monkeypatch.setattr(settle, "advice", lambda *a, **kw: seen.append(kw.get("measured")) or real(*a, **kw))
+    k = _side([100, 115, 88], noise=0.01)
+    b = _side([300, 300, 300], noise=0.0, seed=1)
+    v = decide(Evidence(metric="speedup", claimed_value=2.0, tolerance=0.1, kernel=k, baseline=b, device="cpu",
+                        protocol_version=5, correctness_passed=True))
+    assert v.status.value == "inconclusive" and seen and seen[0] is not None
+    assert seen[0] == pytest.approx((v.ci_high - v.ci_low) / 2 / v.value, rel=1e-9)

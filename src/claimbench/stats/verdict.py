@@ -154,7 +154,8 @@ def _from_timing(ev: Evidence, value: float, low: float, *, high: float) -> Verd
         if ok and not blockers and frac > limit:
             from claimbench.stats.settle import advice
 
-            hint = advice(ev.kernel, ev.baseline if ev.metric == "speedup" else None, limit) if ev.kernel else ""
+            paired = ev.baseline if ev.metric == "speedup" else None
+            hint = advice(ev.kernel, paired, limit, measured=frac) if ev.kernel else ""
             why = precision.too_wide_reason(frac, limit, ev.device, claimed=ev.max_ci_halfwidth, advice=hint)
             return Verdict(Status.INCONCLUSIVE, f"{why}; {shown}", **v)
         nprocs = len(set(ev.kernel.processes)) if ev.kernel is not None else 0
