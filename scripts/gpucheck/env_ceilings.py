@@ -12,13 +12,15 @@ import platform
 import shutil
 from importlib import metadata
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from .stage_io import REFERENCE, Ctx, run_cmd, say, tail, write_result
 
 CEILING_DTYPES = ("bfloat16", "float16", "tf32", "float8_e4m3fn", "float32", "int8")
-# The CPU rehearsal's ceilings: a small measurement whose numbers mean nothing off the GPU
-REHEARSAL_CEILINGS = {"copy_bytes": 32 << 20, "matmul_n": 256, "reps": 3}
 TOOLS = (("nvcc", "--version"), ("ncu", "--version"), ("compute-sanitizer", "--version"))
+
+if TYPE_CHECKING:
+    from claimbench.machine.ceilings import Ceilings
 
 
 def _version(dist: str) -> str:
@@ -77,7 +79,7 @@ def env_stage(ctx: Ctx) -> None:
     write_result(ctx, "env", status, why, {"hardware": hw.to_dict(), "blockers": blocks})
 
 
-def rehearsal_ceilings(ctx: Ctx, project: Path):
+def rehearsal_ceilings(ctx: Ctx, project: Path) -> "Ceilings":
     """The CPU rehearsal's ceilings, measured small once and cached where every `claimbench run` of
     the rehearsal looks (`--ceilings`, the results cache), as the GPU's ceilings are. Before, the
     smoke claim found that cache empty and measured the CPU at full size (about 7 CPU-s on a
@@ -85,7 +87,9 @@ def rehearsal_ceilings(ctx: Ctx, project: Path):
     from claimbench.machine.ceilings import load_or_measure
     from claimbench.machine.detect import detect
 
-    return load_or_measure(Path(ctx.results) / ".cache", detect(project), ("float32",), **REHEARSAL_CEILINGS)
+    # small: numbers that mean nothing off the GPU
+    return load_or_measure(Path(ctx.results) / ".cache", detect(project), ("float32",), copy_bytes=32 << 20,
+                           matmul_n=256, reps=3)
 
 
 def ceilings_stage(ctx: Ctx) -> None:
