@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 from claimbench.errors import UsageError
+from claimbench.report.standing import changed_files
 from claimbench.spec.problem import Problem
 from claimbench.store.atcommit import COMMIT, CommitFiles, git_objects
 from claimbench.store.index import judged_dirty
@@ -161,8 +162,7 @@ def _static(c: _Candidate) -> Optional[Problem]:
         return _refuse(path, "claim_id", f"{rec.claim_id!r} is not a claim id")
     dirty, files = judged_dirty(rec)  # publish's and audit's rule: files the claim does not depend on do not count
     if dirty is not False:
-        named = (f": {', '.join(files[:5])}{f' and {len(files) - 5} more' if len(files) > 5 else ''} differed from "
-                 f"commit {str(rec.git_commit)[:10]}" if files else "")
+        named = f": {changed_files(files, str(rec.git_commit))}" if files else ""
         return _refuse(path, "git_dirty", f"made from a dirty or unknown tree{named}: its files are in no commit; "
                        "commit them and rerun from a clean checkout")
     if not rec.git_commit or not COMMIT.match(rec.git_commit):

@@ -103,13 +103,18 @@ def not_current(s: Summary, hashes: Hashes, allow_dirty: bool) -> list[str]:
     return why
 
 
+def changed_files(files: Sequence[str], commit: str) -> str:
+    """"a, b and 3 more differed from commit 0123456789": the files that make a record dirty, as
+    publish, audit and ingest name them."""
+    listed = ", ".join(files[:5]) + (f" and {len(files) - 5} more" if len(files) > 5 else "")
+    return f"{listed} differed from commit {commit[:10]}"
+
+
 def dirty_reason(s: Summary) -> str:
     if not s.git_commit:
         return "from an unknown git tree (no commit recorded); run from a git checkout, or pass --allow-dirty"
     if s.dirty_files:
-        files = ", ".join(s.dirty_files[:5]) + (f" and {len(s.dirty_files) - 5} more" if len(s.dirty_files) > 5 else "")
-        return (f"from a dirty tree: {files} differed from commit {s.git_commit[:10]}; commit, rerun, "
-                "or pass --allow-dirty")
+        return f"from a dirty tree: {changed_files(s.dirty_files, s.git_commit)}; commit, rerun, or pass --allow-dirty"
     return (f"from a dirty tree at commit {s.git_commit[:10]} (the runner did not record which files); "
             "rerun from a clean commit, or pass --allow-dirty")
 
