@@ -39,12 +39,12 @@ def _sha(root: Path, rel: str) -> str:
 def asked(monkeypatch):
     """Every spec git is asked for, in order."""
     seen: list[str] = []
-    real = atcommit.git_objects
+    real = atcommit.git_typed_objects
 
     def spy(root, specs):
         seen.extend(specs)
         return real(root, specs)
-    monkeypatch.setattr(atcommit, "git_objects", spy)
+    monkeypatch.setattr(atcommit, "git_typed_objects", spy)
     return seen
 
 
@@ -57,7 +57,9 @@ def test_a_second_reader_takes_the_files_from_the_memo_and_still_asks_for_the_co
     root, head = repo
     memo = tmp_path / "cache" / MEMO_NAME
     assert _problem(CommitFiles(root, memo=memo), root, head) is None
-    assert len(asked) == 3 and memo.is_file()  # the commit, the claim, the kernel
+    # the commit, the two folders, then the two files by their blob ids
+    assert asked[:3] == [f"{head}^{{commit}}", f"{head}:claims", f"{head}:kernels"] and len(asked) == 5
+    assert memo.is_file()
     stored = json.loads(memo.read_text())
     assert stored == {f"{head}:claims/c.yaml": _sha(root, "claims/c.yaml"), f"{head}:kernels/k.py": _sha(root, "kernels/k.py")}
     asked.clear()
@@ -99,3 +101,28 @@ def test_files_of_a_missing_commit_are_not_remembered_as_missing(repo, tmp_path)
     key, _ = _problem(CommitFiles(root, memo=memo), root, later)
     assert key == "git_commit"
     assert not memo.exists() or not any(k.startswith(later) for k in json.loads(memo.read_text()))
+
+
+def test_files_are_found_through_their_folders_and_read_once_whatever_the_commits(repo, asked):
+    """Two commits holding one unchanged kernel: git reads its bytes once. A file two folders
+    down, a symlink (its target text, as `commit:path` gives it), a folder named as a file, and
+    paths git does not store are answered as before."""
+    root, first = repo
+    (root / "kernels" / "deep").mkdir()
+    (root / "kernels" / "deep" / "d.py").write_text("y = 2\n")
+    (root / "kernels" / "link.py").symlink_to("k.py")
+    (root / "claims" / "c.yaml").write_text("id: c\nchanged: true\n")
+    _git(root, "add", ".")
+    _git(root, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "two")
+    second = _git(root, "rev-parse", "HEAD")
+    cf = CommitFiles(root)
+    k = _sha(root, "kernels/k.py")
+    assert cf.problem(first, ("claims/c.yaml", hashlib.sha256(b"id: c\n").hexdigest()), {"kernels/k.py": k}) is None
+    assert cf.problem(second, ("claims/c.yaml", _sha(root, "claims/c.yaml")),
+                      {"kernels/k.py": k, "kernels/deep/d.py": _sha(root, "kernels/deep/d.py"),
+                       "kernels/link.py": hashlib.sha256(b"k.py").hexdigest()}) is None
+    blobs = [s for s in asked if ":" not in s and "^" not in s]
+    assert len(blobs) == len(set(blobs)) == 5  # claim twice (it changed), kernel once, d.py, the link
+    for rel in ("kernels/deep", "kernels/../kernels/k.py", "./kernels/k.py", "kernels//k.py", "kernels/none.py"):
+        key, msg = cf.problem(second, ("claims/c.yaml", _sha(root, "claims/c.yaml")), {rel: k})
+        assert key == "source_sha256" and "does not exist" in msg, rel

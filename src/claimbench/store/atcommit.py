@@ -7,8 +7,10 @@ fields, with the same words: a record naming a commit the repository does not ha
 that commit does not hold (a git-ignored module under `kernels/build/`), or holds with other
 bytes, is refused by all three (issue 25).
 
-Every (commit, path) the records name is read in one `git cat-file --batch` process and kept as
-its sha256, so 100,000 records made at a handful of commits cost a handful of reads. A file at a
+Every (commit, path) the records name is found through its folder's tree and read by its blob id
+(`file_hashes`: two `git cat-file --batch` processes in all) and kept as its sha256, so 100,000
+records made at a handful of commits cost a handful of reads, and a file unchanged across commits
+is read once. A file at a
 commit named by its full hash never changes, so `publish` and `audit` also keep those sha256s in a
 memo under `results/.cache` (local state, refused when git tracks it, like every cache there) and
 read from git only what the memo lacks; whether each commit exists is asked of git every time, since
@@ -41,6 +43,7 @@ class CommitFiles:
     def __init__(self, root: Path, memo: Optional[Path] = None) -> None:
         self.root = Path(root)
         self._known: dict[str, Optional[str]] = {}  # spec -> sha256 of its bytes, _PRESENT, or None
+        self._blobs: dict[str, Optional[str]] = {}  # blob id -> sha256 of its bytes
         self.repository, self.why = _prefix(self.root)
         self._shallow: Optional[bool] = None
         self._memo_path = memo
@@ -105,9 +108,7 @@ class CommitFiles:
         # a remembered file stands only while its commit is still here, which git is always asked
         commits = {commit_spec(s.split(":", 1)[0]) for s in remembered} - self._known.keys()
         todo += sorted(commits - set(todo))
-        for spec, data in zip(todo, git_objects(self.root, todo)):
-            self._known[spec] = None if data is None else (_PRESENT if spec.endswith("^{commit}")
-                                                          else hashlib.sha256(data).hexdigest())
+        self._known.update(file_hashes(self.root, todo, self._blobs))
         for s in remembered:
             self._known[s] = self._memo[s] if self._here(s) else None
         if self._memo_path is None:
@@ -156,8 +157,68 @@ def _prefix(root: Path) -> tuple[Optional[str], str]:
     return None, (f"{root} is not inside a git repository; run from the clone the records belong to")
 
 
+def file_hashes(root: Path, specs: list[str], blob_sha: Optional[dict[str, Optional[str]]] = None) -> dict[str, Optional[str]]:
+    """Each spec's answer: ``commit^{commit}`` -> _PRESENT, ``commit:path`` -> the sha256 of that
+    file's bytes; None when missing (or not a file).
+
+    A file is found through its folder's tree, then read by its blob id, in two `git cat-file
+    --batch` calls in all: asking ``commit:path`` for each file instead makes git scan the folder's
+    tree once per file (0.63 s for 2,000 claims in one folder, against 0.15 s), and reads a file
+    unchanged across many commits once per commit instead of once (``blob_sha``, blob id -> sha256,
+    remembers them across calls)."""
+    out: dict[str, Optional[str]] = {}
+    folders: dict[str, Optional[dict[str, str]]] = {}  # "commit:folder" -> name -> blob id
+    wanted: list[tuple[str, str, str]] = []  # (spec, folder spec, name)
+    for spec in specs:
+        if spec.endswith("^{commit}"):
+            folders.setdefault(spec, None)
+            continue
+        commit, _, path = spec.partition(":")
+        folder, _, name = path.rpartition("/")
+        if not commit or any(part in ("", ".", "..") for part in path.split("/")):
+            out[spec] = None  # not a path git stores: never the project file it seems to name
+            continue
+        wanted.append((spec, f"{commit}:{folder}", name))
+        folders.setdefault(f"{commit}:{folder}", None)
+    asked = list(folders)
+    for fspec, got in zip(asked, git_typed_objects(root, asked)):
+        if fspec.endswith("^{commit}"):
+            out[fspec] = _PRESENT if got is not None and got[0] == "commit" else None
+        elif got is not None and got[0] == "tree":
+            folders[fspec] = _tree_blobs(got[1], width=len(got[2]) // 2)  # sha1 or sha256 ids
+    blob_of = {spec: (folders[fspec] or {}).get(name) for spec, fspec, name in wanted}
+    sha = {} if blob_sha is None else blob_sha
+    blobs = list(dict.fromkeys(b for b in blob_of.values() if b is not None and b not in sha))
+    sha.update((b, None if got is None else hashlib.sha256(got[1]).hexdigest())
+               for b, got in zip(blobs, git_typed_objects(root, blobs)))
+    out.update((spec, None if b is None else sha[b]) for spec, b in blob_of.items())
+    return out
+
+
+def _tree_blobs(tree: bytes, width: int) -> dict[str, str]:
+    """name -> blob id of each file (a regular file or a symlink, as `commit:path` would give it) in
+    a git tree object, whose entries are ``<mode> <name>\\0<id of width bytes>``; folders and
+    submodules are not files."""
+    out: dict[str, str] = {}
+    at, n = 0, len(tree)
+    while at < n:
+        sp = tree.index(b" ", at)
+        nul = tree.index(b"\0", sp)
+        mode = tree[at:sp]
+        if mode.startswith(b"100") or mode == b"120000":
+            out[tree[sp + 1:nul].decode("utf-8", "surrogateescape")] = tree[nul + 1:nul + 1 + width].hex()
+        at = nul + 1 + width
+    return out
+
+
 def git_objects(root: Path, specs: list[str]) -> list[Optional[bytes]]:
     """Each spec's bytes (None when missing or ambiguous), in order, from one `git cat-file --batch`."""
+    return [None if got is None else got[1] for got in git_typed_objects(root, specs)]
+
+
+def git_typed_objects(root: Path, specs: list[str]) -> list[Optional[tuple[str, bytes, str]]]:
+    """Each spec's (type, bytes, object id), None when missing or ambiguous, in order, from one
+    `git cat-file --batch`."""
     if not specs:
         return []
     if any("\n" in s for s in specs):
@@ -166,7 +227,7 @@ def git_objects(root: Path, specs: list[str]) -> list[Optional[bytes]]:
                           capture_output=True, timeout=600)
     if proc.returncode != 0:
         raise RuntimeError(f"git cat-file failed: {proc.stderr.decode(errors='replace').strip()}")
-    out: list[Optional[bytes]] = []
+    out: list[Optional[tuple[str, bytes, str]]] = []
     at, data = 0, proc.stdout
     for _ in specs:
         end = data.index(b"\n", at)
@@ -174,7 +235,7 @@ def git_objects(root: Path, specs: list[str]) -> list[Optional[bytes]]:
         at = end + 1
         if len(header) == 3 and header[2].isdigit():
             size = int(header[2])
-            out.append(data[at:at + size])
+            out.append((header[1].decode("ascii", "replace"), data[at:at + size], header[0].decode("ascii", "replace")))
             at += size + 1
         else:  # "<spec> missing" or "ambiguous"
             out.append(None)
