@@ -126,3 +126,11 @@ def test_files_are_found_through_their_folders_and_read_once_whatever_the_commit
     for rel in ("kernels/deep", "kernels/../kernels/k.py", "./kernels/k.py", "kernels//k.py", "kernels/none.py"):
         key, msg = cf.problem(second, ("claims/c.yaml", _sha(root, "claims/c.yaml")), {rel: k})
         assert key == "source_sha256" and "does not exist" in msg, rel
+
+
+def test_a_tree_that_does_not_parse_holds_no_file():
+    """A crafted tree object (cut short, no name, no id) is read as holding nothing, not a crash."""
+    good = b"100644 k.py\0" + bytes(20) + b"40000 sub\0" + bytes(20) + b"120000 l.py\0" + bytes(range(20))
+    assert atcommit._tree_blobs(good, 20) == {"k.py": "00" * 20, "l.py": bytes(range(20)).hex()}
+    for bad in (good[:-1], b"100644 k.py" + bytes(20), b" k.py\0" + bytes(20), b"100644", good + b"1"):
+        assert atcommit._tree_blobs(bad, 20) is None, bad

@@ -195,15 +195,18 @@ def file_hashes(root: Path, specs: list[str], blob_sha: Optional[dict[str, Optio
     return out
 
 
-def _tree_blobs(tree: bytes, width: int) -> dict[str, str]:
+def _tree_blobs(tree: bytes, width: int) -> Optional[dict[str, str]]:
     """name -> blob id of each file (a regular file or a symlink, as `commit:path` would give it) in
     a git tree object, whose entries are ``<mode> <name>\\0<id of width bytes>``; folders and
-    submodules are not files."""
+    submodules are not files. A tree that does not parse (a crafted object) holds no file: None,
+    so every record naming a file in it is refused, never passed and never a traceback."""
     out: dict[str, str] = {}
     at, n = 0, len(tree)
     while at < n:
-        sp = tree.index(b" ", at)
-        nul = tree.index(b"\0", sp)
+        sp = tree.find(b" ", at)
+        nul = tree.find(b"\0", sp + 1) if sp > at else -1
+        if nul < 0 or nul + 1 + width > n:
+            return None
         mode = tree[at:sp]
         if mode.startswith(b"100") or mode == b"120000":
             out[tree[sp + 1:nul].decode("utf-8", "surrogateescape")] = tree[nul + 1:nul + 1 + width].hex()
