@@ -134,3 +134,23 @@ def test_a_tree_that_does_not_parse_holds_no_file():
     assert atcommit._tree_blobs(good, 20) == {"k.py": "00" * 20, "l.py": bytes(range(20)).hex()}
     for bad in (good[:-1], b"100644 k.py" + bytes(20), b" k.py\0" + bytes(20), b"100644", good + b"1"):
         assert atcommit._tree_blobs(bad, 20) is None, bad
+
+
+def test_a_project_in_a_subfolder_of_its_repository_is_checked_at_its_own_files(tmp_path):
+    """`git rev-parse --show-prefix` places the project: its `claims/c.yaml` is `sub/proj/claims/c.yaml`
+    at the commit, and the repository's own top-level `claims/c.yaml` (other bytes) is not it."""
+    top = tmp_path / "repo"
+    project = top / "sub" / "proj"
+    for base, text in ((top, "id: other\n"), (project, "id: c\n")):
+        (base / "claims").mkdir(parents=True)
+        (base / "claims" / "c.yaml").write_text(text)
+    (project / "kernels").mkdir()
+    (project / "kernels" / "k.py").write_text("x = 1\n")
+    _git(top, "init", "-q")
+    _git(top, "add", ".")
+    _git(top, "-c", "user.name=t", "-c", "user.email=t@t", "commit", "-qm", "one")
+    head = _git(top, "rev-parse", "HEAD")
+    cf = CommitFiles(project)
+    assert _problem(cf, project, head) is None
+    key, msg = cf.problem(head, ("claims/c.yaml", _sha(top, "claims/c.yaml")), {})
+    assert key == "claim_sha256" and "does not have the sha256" in msg
