@@ -10,14 +10,13 @@ bytes, is refused by all three (issue 25).
 Every (commit, path) the records name is found through its folder's tree and read by its blob id
 (`file_hashes`: two `git cat-file --batch` processes in all) and kept as its sha256, so 100,000
 records made at a handful of commits cost a handful of reads, and a file unchanged across commits
-is read once. A file at a
-commit named by its full hash never changes, so `publish` and `audit` also keep those sha256s in a
-memo under `results/.cache` (local state, refused when git tracks it, like every cache there) and
-read from git only what the memo lacks; whether each commit exists is asked of git every time, since
-a commit can leave a clone (a rebase, then gc), and a file is looked up only once its commit is there.
-Paths are
-the project's own (relative to its root), read at that commit under the project's place in the
-repository: a project in a subfolder of a larger repository is checked at its own files.
+is read once. A file at a commit named by its full hash never changes, so `publish` and `audit`
+also keep those sha256s in a memo under `results/.cache` (local state, refused when git tracks it,
+like every cache there) and read from git only what the memo lacks; whether each commit exists is
+asked of git every time, since a commit can leave a clone (a rebase, then gc), and a file is looked
+up only once its commit is there. Paths are the project's own (relative to its root), read at that
+commit under the project's place in the repository: a project in a subfolder of a larger
+repository is checked at its own files.
 """
 
 from __future__ import annotations
