@@ -8,7 +8,7 @@ that implies for 100,000 records on two workers. It says which stages bound the 
 aimed at the cold figure (issue 25: 10 s or less at 100,000 records) starts from measured costs.
 
     .venv/bin/python benchmarks/publish_scale.py --keep /tmp/scale --sizes ""   # once: the records
-    .venv/bin/python benchmarks/audit_stages.py /tmp/scale/n100000 [--sample 3000]
+    .venv/bin/python benchmarks/audit_stages.py /tmp/scale/n100000 [--sample 3000] [--timeline]
 """
 
 from __future__ import annotations
@@ -42,6 +42,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("project", type=Path, help="a project whose results/records/ holds the records")
     ap.add_argument("--sample", type=int, default=3000, help="records timed (drawn at random, seed 0)")
+    ap.add_argument("--timeline", action="store_true",
+                    help="also time one cold audit of every record in-process: its records phase, then the whole")
     args = ap.parse_args()
     files = sorted(str(p) for p in (args.project / "results" / "records").rglob("*.json"))
     if not files:
@@ -81,6 +83,34 @@ def main() -> None:
     print(f"  {'the worker path (_verify_chunk)':<42} {real:7.1f} us/record")
     print(f"at 100,000 records on two workers: {real * 1e5 / 2 / 1e6:.1f} s of wall for the workers alone "
           "(the parent's judgement and the start come on top)")
+    if args.timeline:
+        timeline(args.project)
+
+
+def timeline(project: Path) -> None:
+    """One cold audit without the cache, as the CLI runs it (collector off), with the moment the
+    judgement starts marked: before it, the start, the workers and the collection; from it, the
+    serial tail (`audit._audit_list`, wrapped here to read the clock, nothing else)."""
+    from claimbench.report import audit
+
+    marks: list[float] = []
+    judge = audit._audit_list
+
+    def marked(*a: Any, **k: Any) -> Any:
+        marks.append(time.perf_counter())
+        try:
+            return judge(*a, **k)
+        finally:
+            marks.append(time.perf_counter())
+
+    audit._audit_list = marked  # type: ignore[assignment]  # instrumentation of this process only
+    gc.disable()
+    t = time.perf_counter()
+    problems, checked = audit.audit_report(project, project / "LIST.md", project / "results", cache=False)
+    whole = time.perf_counter() - t
+    audit._audit_list = judge  # type: ignore[assignment]
+    print(f"one cold audit of {len(checked)} records ({len(problems)} problems), {whole:.2f} s: the judgement "
+          f"starts at {marks[0] - t:.2f} s and takes {marks[1] - marks[0]:.2f} s")
 
 
 if __name__ == "__main__":
