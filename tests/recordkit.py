@@ -18,12 +18,12 @@ import numpy as np
 from claimbench.spec import expr
 from claimbench.spec.claim import Claim
 from claimbench.spec.yamlsafe import load_document
+from claimbench.store.claimcopy import claim_copy
 from claimbench.store.index import append_index
 from claimbench.store.record import (
     MIN_PROTOCOL_VERSION,
     PROTOCOL_VERSION,
     Record,
-    claim_copy,
     sha256_file,
     write_record,
 )

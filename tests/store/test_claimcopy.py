@@ -5,12 +5,11 @@ from __future__ import annotations
 import recordkit as rk
 
 from claimbench.store import claimcopy as C
-from claimbench.store import record as R
 
 
 def test_claim_copy_is_exactly_what_the_record_holds():
     claim = rk.load_claim(rk.FIXTURE, "softmax-online")
-    copy = R.claim_copy(claim)
+    copy = C.claim_copy(claim)
     assert sorted(copy) == ["claimed", "hardware_spec", "precision", "workload"]
     rec = rk.build(rk.FIXTURE, "softmax-online", kernel_us=150, baseline_us=240)
     assert {k: getattr(rec, k) for k in copy} == copy

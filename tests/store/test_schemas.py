@@ -12,7 +12,7 @@ import recordkit as rk
 
 from claimbench.commands.schema import KINDS, render
 from claimbench.store import index as ix
-from claimbench.store.record import MIGRATIONS
+from claimbench.store.migrate import MIGRATIONS
 from claimbench.versions import RECORD_SCHEMAS_AS_STORED, SCHEMA_VERSION
 
 ROOT = Path(__file__).resolve().parents[2]

@@ -24,12 +24,12 @@ from claimbench.spec import expr
 from claimbench.spec.claim import Claim
 from claimbench.stats.precision import evidence_fields
 from claimbench.stats.verdict import Evidence, Samples, decide
+from claimbench.store.claimcopy import claim_copy
 from claimbench.store.record import (
     PROTOCOL_VERSION,
     Record,
     SideTiming,
     SweepPoint,
-    claim_copy,
     sha256_file,
     utc_now,
 )

@@ -1,7 +1,7 @@
 """What a record copies from its claim, and how audit holds the record to it.
 
 A record carries the sha256 of its claim file and a copy of the claim's blocks that decide its
-number (`record.claim_copy`). A copy that differs from the claim file whose hash it carries is a
+number (`claim_copy`). A copy that differs from the claim file whose hash it carries is a
 forgery, or a bug; either way the record does not stand. Comparing 100,000 records field by field
 would cost seconds, so each record's copy is reduced to one digest when it is indexed, and only
 a digest that differs is compared field by field, to name the field.
@@ -13,7 +13,22 @@ import hashlib
 from typing import Any, Optional
 
 from claimbench.store.jsonio import CANONICAL, canonical_json
-from claimbench.store.record import CLAIM_COPY, Record, claim_copy, same_value
+from claimbench.store.record import CLAIM_COPY, Record, same_value
+
+# claim keys added after records began copying `hardware`: copied only when a claim sets them, so
+# every record made before they existed still copies its claim exactly (and keeps its digest)
+ADDED_HARDWARE_KEYS = ("nvlink",)
+ADDED_WORKLOAD_KEYS = ("sweep", "memory")
+
+
+def claim_copy(claim) -> dict:
+    """Exactly the fields a record copies from its claim (`Record` keys, JSON values); the runner
+    passes them to `Record`, and audit compares them with the claim file the record names."""
+    unset = {k for k in ADDED_HARDWARE_KEYS if getattr(claim.hardware, k) is None}
+    unswept = {k for k in ADDED_WORKLOAD_KEYS if getattr(claim.workload, k) is None}
+    return {"claimed": claim.claimed.model_dump(mode="json"), "precision": claim.precision.model_dump(mode="json"),
+            "hardware_spec": claim.hardware.model_dump(mode="json", exclude=unset),
+            "workload": claim.workload.model_dump(mode="json", exclude=unswept)}
 
 
 def copy_digest(copy: dict, flops: Optional[float], nbytes: Optional[float], *, method: str = CANONICAL) -> Optional[str]:

@@ -5,7 +5,7 @@ Records hold plain JSON types only, so ``publish`` and ``audit`` run without tor
 ``protocol_version`` (the measurement protocol; publish refuses records below the minimum).
 
 A record reads top-down: verdict, value and interval, the claim it copies, the machine and the
-commit first; raw samples last. It copies from its claim exactly what `claim_copy` returns, so
+commit first; raw samples last. It copies from its claim exactly what `claimcopy.claim_copy` returns, so
 audit can hold the record to the claim file whose hash it carries. Reading is capped (size,
 samples) before any parsing or bootstrap, and only regular files are read: a record is evidence
 someone else may have written.
@@ -28,6 +28,7 @@ from claimbench.spec.bounded import UnreadableFile, read_with_stat
 from claimbench.stats.precision import evidence_fields
 from claimbench.stats.verdict import Evidence, Samples
 from claimbench.store.jsonio import loads_json, no_key_twice, twice_keyed
+from claimbench.store.migrate import MigrationError, upgrade
 from claimbench.store.recordwrite import (  # noqa: F401 (the runner's names)
     RECORD_NAME,
     TEMP_NAME,
@@ -230,23 +231,6 @@ def _number(x) -> TypeGuard[float]:
     return isinstance(x, (int, float)) and not isinstance(x, bool)
 
 
-# claim keys added after records began copying `hardware`: copied only when a claim sets them, so
-# every record made before they existed still copies its claim exactly (and keeps its digest)
-ADDED_HARDWARE_KEYS = ("nvlink",)
-ADDED_WORKLOAD_KEYS = ("sweep", "memory")
-
-
-def claim_copy(claim) -> dict:
-    """Exactly the fields a record copies from its claim (`Record` keys, JSON values); the runner
-    passes them to `Record`, and audit compares them with the claim file the record names."""
-    unset = {k for k in ADDED_HARDWARE_KEYS if getattr(claim.hardware, k) is None}
-    unswept = {k for k in ADDED_WORKLOAD_KEYS if getattr(claim.workload, k) is None}
-    return {"claimed": claim.claimed.model_dump(mode="json"), "precision": claim.precision.model_dump(mode="json"),
-            "hardware_spec": claim.hardware.model_dump(mode="json", exclude=unset),
-            "workload": claim.workload.model_dump(mode="json", exclude=unswept)}
-
-
-
 def sha256_file(path: Path) -> str:
     h = hashlib.sha256()
     with open(path, "rb") as f:
@@ -259,34 +243,6 @@ def utc_now() -> str:
     return datetime.now(timezone.utc).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
-def _migrate_1_to_2(d: dict) -> dict:
-    """Version 1 kept `status` for the verdict and no per-sample process index."""
-    d = dict(d)
-    if "status" in d and "verdict" not in d:
-        d["verdict"] = d.pop("status")
-    for side in ("kernel", "baseline"):
-        t = dict(d.get(side) or {})
-        if t.get("samples_us") and not t.get("processes"):
-            t["processes"] = [0] * len(t["samples_us"])
-        d[side] = t
-    d["schema_version"] = 2
-    return d
-
-
-def _migrate_2_to_3(d: dict) -> dict:
-    """Version 2 did not copy the claim's hardware and workload blocks: they stay None, and the
-    claim agreement check covers what version 2 copied (claimed, precision, flops, bytes)."""
-    return {**d, "schema_version": 3}
-
-
-def _migrate_3_to_4(d: dict) -> dict:
-    """Version 3 had no sweeps: every record is of its claim's own params (no `sweep_point`)."""
-    return {**d, "schema_version": 4}
-
-
-MIGRATIONS = {1: _migrate_1_to_2, 2: _migrate_2_to_3, 3: _migrate_3_to_4}
-
-
 class RecordError(UserError):
     """A record that cannot be read: corrupt, truncated, too big, or from a newer claimbench."""
 
@@ -294,16 +250,10 @@ class RecordError(UserError):
 def parse_record(data: Any, where: str) -> Record:
     if not isinstance(data, dict):
         raise RecordError(f"{where}: not a JSON object; a record is a mapping")
-    version = data.get("schema_version")
-    if not isinstance(version, int) or isinstance(version, bool):
-        raise RecordError(f"{where}: schema_version is missing or not an integer")
-    if version > SCHEMA_VERSION:
-        raise RecordError(f"{where}: schema_version {version} is newer than this claimbench reads ({SCHEMA_VERSION}); upgrade claimbench")
-    while version < SCHEMA_VERSION:
-        if version not in MIGRATIONS:
-            raise RecordError(f"{where}: no migration from schema_version {version}")
-        data = MIGRATIONS[version](data)
-        version = data["schema_version"]
+    try:
+        data = upgrade(data)
+    except MigrationError as e:
+        raise RecordError(f"{where}: {e}") from None
     try:
         rec = Record.model_validate(data)
     except Exception as e:  # pydantic.ValidationError: name the first bad field

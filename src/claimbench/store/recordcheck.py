@@ -158,7 +158,7 @@ def fingerprint() -> str:
         "claimbench.store.recordcheck", "claimbench.stats.verdict", "claimbench.stats.resample", "claimbench.store.record",
         "claimbench.store.recordwrite", "claimbench.store.index", "claimbench.stats.status", "claimbench.spec.display",
         "claimbench.store.provenance", "claimbench.store.claimcopy", "claimbench.store.jsonio", "claimbench.stats.precision",
-        "claimbench.store.codeprint", "claimbench.versions", "claimbench.store.auditcache"))
+        "claimbench.store.codeprint", "claimbench.versions", "claimbench.store.auditcache", "claimbench.store.migrate"))
 
 
 def _init(known: frozenset) -> None:
