@@ -23,9 +23,9 @@ from typing import Any, Callable
 
 from claimbench.stats.verdict import decide_many
 from claimbench.store import recordcheck
-from claimbench.store.index import read_summary
 from claimbench.store.jsonio import loads_json, no_key_twice, twice_keyed
 from claimbench.store.record import _without_samples, parse_record, read_record_bytes
+from claimbench.store.summary import read_summary
 
 
 def per_record_us(fn: Callable[[], Any], n: int, repeat: int = 3) -> tuple[float, Any]:

@@ -195,7 +195,7 @@ def test_skipped_records_are_checked_and_left_unless_asked(project, tmp_path, ca
 
 
 def test_a_tree_dirty_only_in_files_the_claim_does_not_read_is_ingested_and_a_relevant_one_is_named(project, tmp_path):
-    """ingest judges a dirty tree as publish and audit do (`index.judged_dirty`): an untracked
+    """ingest judges a dirty tree as publish and audit do (`summary.judged_dirty`): an untracked
     `.venv` link or an edited README does not touch the number, so the record is taken (before,
     ingest refused what publish showed, without saying which file); a changed source the claim
     read is refused, and named."""

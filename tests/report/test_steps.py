@@ -6,7 +6,7 @@ import recordkit as rk
 
 from claimbench.report.compare import Change
 from claimbench.report.steps import steps
-from claimbench.store.index import Summary
+from claimbench.store.summary import Summary
 
 
 def run(commit: str, when: str, value: float, half: float = 0.02, machine: str = "H200", metric: str = "speedup"):

@@ -80,25 +80,6 @@ def test_parallel_rebuild_matches_serial(tree, monkeypatch):
     assert parallel == serial
 
 
-def test_temp_files_and_other_names_are_not_records(tree):
-    root, recs = tree
-    folder = recs["gemm_h200"].parent
-    (folder / ".tmp-abc.json").write_text("{")
-    (folder / "notes.txt").write_text("x")
-    assert len(ix.record_files(root / "results")) == len(recs)
-
-
-@pytest.mark.parametrize("hw, slug, name", [
-    ({"slug": "nvidia-h200", "name": "NVIDIA H200"}, "nvidia-h200", "H200"),
-    ({"device": "cuda", "gpus": [{"name": "NVIDIA H100 80GB HBM3"}] * 2}, "2x-nvidia-h100-80gb-hbm3", "2× H100 80GB HBM3"),
-    ({"device": "cpu", "cpu": {"model": "Intel(R) Xeon(R) Platinum 8480+"}}, "cpu-intel-r-xeon-r-platinum-8480", "Xeon Platinum 8480+"),
-    ({}, "unknown", "unknown"),
-])
-def test_hardware_labels(hw, slug, name):
-    assert ix.hardware_slug(hw) == slug
-    assert ix.hardware_name(hw) == name
-
-
 def test_append_index_records_file_identity(tmp_path):
     root = rk.copy_tree(tmp_path / "proj")
     rec = rk.build(root, "blackwell-time", hw="nvidia-b200", kernel_us=12.3)

@@ -25,13 +25,15 @@ from claimbench.spec.listing import Entry, ListError, parse_list, read_region
 from claimbench.spec.problem import Problem
 from claimbench.stats.status import Status
 from claimbench.store import auditcache
-from claimbench.store.index import Summary, paused_gc, scan_tree
+from claimbench.store.index import paused_gc
 from claimbench.store.recordcheck import (  # noqa: F401 (audit's public checks)
     check_record,
     check_record_files,
     check_records,
     fingerprint,
 )
+from claimbench.store.scan import scan_tree
+from claimbench.store.summary import Summary
 
 CACHE_DIR = ".cache"
 _LINK = re.compile(r"\]\(([^)\s]+)\)")

@@ -24,7 +24,6 @@ from claimbench.errors import UsageError
 from claimbench.report.standing import changed_files
 from claimbench.spec.problem import Problem
 from claimbench.store.atcommit import COMMIT, CommitFiles, git_objects
-from claimbench.store.index import judged_dirty
 from claimbench.store.record import (
     MIN_PROTOCOL_VERSION,
     Record,
@@ -35,6 +34,7 @@ from claimbench.store.record import (
     record_data,
 )
 from claimbench.store.recordwrite import name_problem
+from claimbench.store.summary import judged_dirty
 
 if TYPE_CHECKING:  # the claim model is imported only when a claim is read
     from claimbench.spec.claim import Claim

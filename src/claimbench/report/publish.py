@@ -42,7 +42,8 @@ from claimbench.spec.listing import Entry, Listing, apply, parse_list, read_regi
 from claimbench.spec.problem import Problem
 from claimbench.spec.safetext import markdown, plain
 from claimbench.store.atcommit import MEMO_NAME, CommitFiles
-from claimbench.store.index import Summary, read_index
+from claimbench.store.index import read_index
+from claimbench.store.summary import Summary
 
 _LINK = re.compile(r"\]\(([^)\s]+)\)")
 

@@ -27,8 +27,9 @@ from claimbench.report.siteplots import number
 from claimbench.report.siteview import claim_view, number_view, roofline_sections
 from claimbench.spec.bounded import read_text
 from claimbench.spec.listing import parse_list
-from claimbench.store.index import Summary, read_index
+from claimbench.store.index import read_index
 from claimbench.store.record import Record, RecordError, load_record
+from claimbench.store.summary import Summary
 
 SAFE_ID = re.compile(r"[a-z0-9][a-z0-9._-]{0,99}")
 SAFE_RECORD = re.compile(r"records/[a-z0-9][a-z0-9._-]{0,99}/[A-Za-z0-9][A-Za-z0-9._-]{0,199}\.json")

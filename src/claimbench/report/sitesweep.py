@@ -15,8 +15,8 @@ from pathlib import Path
 from typing import Any, Callable, Optional, Sequence
 
 from claimbench.report.siteplots import BASELINE, CEILING, FONT_PT, KERNEL
-from claimbench.store.index import Summary
 from claimbench.store.record import same_value
+from claimbench.store.summary import Summary
 
 CLAIMED = "#888"
 

@@ -16,8 +16,8 @@ from typing import Any, Callable, Optional
 
 from claimbench.report.siteplots import number
 from claimbench.spec.display import dtype_short, format_value
-from claimbench.store.index import Summary
 from claimbench.store.recipe import recipe
+from claimbench.store.summary import Summary
 
 VERIFIED = "verified"
 

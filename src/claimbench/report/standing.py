@@ -29,9 +29,9 @@ from pathlib import Path
 from typing import Callable, Mapping, Optional, Sequence
 
 from claimbench.store.atcommit import CommitFiles
-from claimbench.store.index import Summary
 from claimbench.store.record import MIN_PROTOCOL_VERSION, sha256_file
 from claimbench.store.recordwrite import name_problem
+from claimbench.store.summary import Summary
 
 SKEW_S = 300  # a record may be dated up to 5 minutes after `now`: clocks of two machines differ
 VERIFIED = "verified"

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Optional, Sequence
 
 from claimbench.report.compare import DEFAULT_THRESHOLD, Change, Side, has_number, judge
-from claimbench.store.index import Summary
+from claimbench.store.summary import Summary
 
 
 @dataclass(frozen=True)

@@ -140,9 +140,9 @@ def show_record(path: Path) -> str:
     """One record, readable: who ran what where with which software, the verdict, the samples and
     the per-trial errors. Only a regular file under the record size cap is read."""
     from claimbench.spec.display import machine_name
-    from claimbench.store.index import hardware_name, hardware_slug
     from claimbench.store.recipe import recipe
     from claimbench.store.record import load_record
+    from claimbench.store.summary import hardware_name, hardware_slug
 
     r = load_record(Path(path))
     hw = r.hardware

@@ -24,8 +24,9 @@ from pathlib import Path
 from typing import Iterable, NamedTuple, Optional
 
 from claimbench.store.cachefile import save_cache
-from claimbench.store.index import Summary, paused_gc
+from claimbench.store.index import paused_gc
 from claimbench.store.jsonio import dumps_json_line, loads_json
+from claimbench.store.summary import Summary
 
 STILL_NS = 2_000_000_000  # a file must have been still this long when read for its stat to name its bytes
 FROM_FILE = 4  # path, size, mtime_ns, sha256: known from the file itself, so not what a record says

@@ -24,9 +24,10 @@ from claimbench.stats.status import Status
 from claimbench.store import auditcache
 from claimbench.store.cachefile import load_json_cache, save_cache
 from claimbench.store.codeprint import code_fingerprint
-from claimbench.store.index import Summary, paused_gc, read_summary
+from claimbench.store.index import paused_gc
 from claimbench.store.jsonio import canonical_json
 from claimbench.store.record import Record, RecordError, normalized_utc, read_record_bytes, same_value
+from claimbench.store.summary import Summary, read_summary
 
 REL_TOL = 1e-9
 _KNOWN: frozenset = frozenset()
@@ -158,7 +159,8 @@ def fingerprint() -> str:
         "claimbench.store.recordcheck", "claimbench.stats.verdict", "claimbench.stats.resample", "claimbench.store.record",
         "claimbench.store.recordwrite", "claimbench.store.index", "claimbench.stats.status", "claimbench.spec.display",
         "claimbench.store.provenance", "claimbench.store.claimcopy", "claimbench.store.jsonio", "claimbench.stats.precision",
-        "claimbench.store.codeprint", "claimbench.versions", "claimbench.store.auditcache", "claimbench.store.migrate"))
+        "claimbench.store.codeprint", "claimbench.versions", "claimbench.store.auditcache", "claimbench.store.migrate",
+        "claimbench.store.summary"))
 
 
 def _init(known: frozenset) -> None:

@@ -15,8 +15,9 @@ from typing import Any
 from pydantic import ConfigDict, create_model
 
 from claimbench.spec.draft07 import draft07_schema
-from claimbench.store.index import INDEX_NAME, Summary
+from claimbench.store.index import INDEX_NAME
 from claimbench.store.record import Record
+from claimbench.store.summary import Summary
 from claimbench.versions import INDEX_VERSION, RECORD_SCHEMAS_AS_STORED, SCHEMA_VERSION
 
 
