@@ -104,16 +104,16 @@ def test_a_kept_file_is_not_parsed_again(project, tmp_path, monkeypatch):
 
 def test_facts_computed_on_forked_workers_are_kept_by_the_parent(project, monkeypatch):
     """A large check forks its workers, which exit without running `atexit`: their facts come back."""
-    from claimbench.gate import policy
+    from claimbench.gate import gateall
     from claimbench.spec.project import load_listing
 
     monkeypatch.setattr(F, "_BY_STAT", {})
     monkeypatch.setattr(F, "_STORE", {})
     monkeypatch.setattr(F, "_NEW", {})
     monkeypatch.setattr(F, "_save", lambda: None)  # this test's process writes no cache
-    monkeypatch.setattr(policy, "PARALLEL_FROM", 2)
+    monkeypatch.setattr(gateall, "PARALLEL_FROM", 2)
     claims = [project / "claims" / "valid" / f"{c}.yaml" for c in ("softmax-cpu", "rowsum-cpu", "triton-scale")]
-    results = policy.gate_all(claims, project, load_listing(project))
+    results = gateall.gate_all(claims, project, load_listing(project))
     assert [r.ok for r in results] == [True, True, True], [r.problems for r in results]
     assert _sha(project / KERNEL) in F._NEW and _sha(project / "kernels" / "rowsum_kernel.py") in F._NEW
 

@@ -1,4 +1,4 @@
-"""gatecache: cached and parallel `check` gives exactly what `policy.gate_all` gives."""
+"""gatecache: cached and parallel `check` gives exactly what `gateall.gate_all` gives."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ import pytest
 import recordkit as rk
 
 from claimbench.gate import gatecache
-from claimbench.gate.policy import gate_all
+from claimbench.gate.gateall import gate_all
 from claimbench.spec.listing import parse_list
 from claimbench.store.record import sha256_file
 
@@ -73,9 +73,9 @@ def test_duplicate_ids_are_caught_with_cached_results(root):
 
 
 def test_parallel_matches_serial(root, monkeypatch):
-    from claimbench.gate import policy
+    from claimbench.gate import gateall
 
     paths = sorted(f"claims/{p.name}" for p in (root / "claims").glob("*.yaml"))
     serial = gatecache.gate_cached(paths, root, listing(root))
-    monkeypatch.setattr(policy, "PARALLEL_FROM", 1)
+    monkeypatch.setattr(gateall, "PARALLEL_FROM", 1)
     assert gatecache.gate_cached(paths, root, listing(root)) == serial

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from claimbench.gate.claimfiles import discover
-from claimbench.gate.policy import gate_all, gate_file
+from claimbench.gate.gateall import gate_all
+from claimbench.gate.policy import gate_file
 from claimbench.spec.listing import parse_list
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"

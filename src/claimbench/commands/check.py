@@ -23,7 +23,8 @@ def register(sub) -> None:
 
 def gather(args):
     from claimbench.gate.claimfiles import find_claims
-    from claimbench.gate.policy import CheckResult, gate_all
+    from claimbench.gate.gateall import gate_all
+    from claimbench.gate.policy import CheckResult
 
     root = find_root(args.root, args.paths)
     for raw in args.paths:

@@ -35,7 +35,7 @@ def _memory_lines(claim) -> list[str]:
 
 def run(args) -> int:
     from claimbench.gate.claimfiles import discover
-    from claimbench.gate.policy import gate_all  # here, not at import: every command's parser loads this module
+    from claimbench.gate.gateall import gate_all  # here, not at import: every command's parser loads this module
     from claimbench.spec.safetext import terminal as t
 
     if args.record:

@@ -30,7 +30,11 @@ from claimbench.spec.bounded import UnreadableFile, read_bytes
 from claimbench.store.cachefile import load_json_cache, save_cache, user_cache_dir
 from claimbench.store.codeprint import code_fingerprint
 
-_CODE = ("claimbench.gate.facts", "claimbench.gate.rules", "claimbench.gate.srcgraph")
+# The code that computes a file's facts: the cache is keyed by its source (tests/store/test_codeprint.py
+# holds it to what these modules import).
+_CODE = ("claimbench.gate.facts", "claimbench.gate.rules", "claimbench.gate.srcgraph", "claimbench.spec.ops",
+         "claimbench.spec.claim", "claimbench.spec.draft07", "claimbench.spec.problem", "claimbench.spec.bounded",
+         "claimbench.store.cachefile", "claimbench.store.codeprint", "claimbench.store.jsonio", "claimbench.errors")
 MAX_ENTRIES = 1024  # files kept, about 6 KB each as JSON; the least recently used go first
 
 

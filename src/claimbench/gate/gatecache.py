@@ -17,9 +17,14 @@ from claimbench.spec.problem import Problem
 from claimbench.store.cachefile import load_json_cache, save_cache
 from claimbench.store.codeprint import code_fingerprint
 
-_CODE = ("claimbench.gate.policy", "claimbench.gate.rules", "claimbench.gate.srcgraph", "claimbench.spec.claim", "claimbench.spec.yamlsafe",
-         "claimbench.spec.expr", "claimbench.spec.listing", "claimbench.spec.problem", "claimbench.gate.gatecache",
-         "claimbench.store.codeprint")
+# Every module whose code can change a claim's check: the cache is keyed by their source
+# (tests/store/test_codeprint.py holds it to what these modules import).
+_CODE = ("claimbench.gate.policy", "claimbench.gate.gateall", "claimbench.gate.rules", "claimbench.gate.srcgraph",
+         "claimbench.gate.facts", "claimbench.gate.gatecache", "claimbench.spec.claim", "claimbench.spec.yamlsafe",
+         "claimbench.spec.expr", "claimbench.spec.listing", "claimbench.spec.problem", "claimbench.spec.memory",
+         "claimbench.spec.safetext", "claimbench.spec.ops", "claimbench.spec.draft07", "claimbench.spec.bounded",
+         "claimbench.stats.precision", "claimbench.stats.resample", "claimbench.stats.samples",
+         "claimbench.store.codeprint", "claimbench.store.cachefile", "claimbench.store.jsonio", "claimbench.errors")
 
 
 def _fingerprint() -> str:
@@ -35,8 +40,9 @@ def gate_cached(paths: Sequence[str], root: Path, listing, *, sources: Optional[
                  cache_dir: Optional[Path] = None, known: Optional[dict] = None) -> list:
     """CheckResults for claim files (relative to root), in order. `sources` maps a claim path to
     the source hashes of a current record for it; only those claims are cached. `known`: as
-    `policy.gate_all`."""
-    from claimbench.gate.policy import _DUPLICATE, CheckResult, gate_all, unique_ids
+    `gateall.gate_all`."""
+    from claimbench.gate.gateall import _DUPLICATE, gate_all, unique_ids
+    from claimbench.gate.policy import CheckResult
     from claimbench.spec.claim import Claim
 
     root = Path(root)

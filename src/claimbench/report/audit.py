@@ -121,7 +121,7 @@ def _check_claim_files(root: Path, list_path: Path) -> Optional[dict]:
     """`gate_file` of every claim file under claims/, run beside the record workers: the claims
     behind the list's numbers are then already checked when the plan needs them."""
     from claimbench.gate.claimfiles import discover
-    from claimbench.gate.policy import gate_files
+    from claimbench.gate.gateall import gate_files
     from claimbench.report.standing import Hashes
 
     try:

@@ -153,14 +153,21 @@ def _compare(rec: Record, v, tomorrow: str) -> list[tuple[str, str]]:
     return out
 
 
+# Every module whose code can change a record's problems: the audit and verified-record caches are
+# keyed by their source. tests/store/test_codeprint.py holds it to what these modules import.
+_CODE = (
+    "claimbench.store.recordcheck", "claimbench.stats.verdict", "claimbench.stats.resample", "claimbench.stats.samples",
+    "claimbench.stats.settle", "claimbench.stats.precision", "claimbench.stats.status", "claimbench.store.record",
+    "claimbench.store.recordwrite", "claimbench.store.index", "claimbench.store.summary", "claimbench.store.scan",
+    "claimbench.store.provenance", "claimbench.store.claimcopy", "claimbench.store.jsonio", "claimbench.store.codeprint",
+    "claimbench.store.auditcache", "claimbench.store.cachefile", "claimbench.store.migrate", "claimbench.spec.display",
+    "claimbench.spec.modelglob", "claimbench.spec.expr", "claimbench.spec.bounded", "claimbench.errors",
+    "claimbench.versions")
+
+
 def fingerprint() -> str:
     """Changes whenever the code that decides a record's problems changes."""
-    return code_fingerprint((
-        "claimbench.store.recordcheck", "claimbench.stats.verdict", "claimbench.stats.resample", "claimbench.store.record",
-        "claimbench.store.recordwrite", "claimbench.store.index", "claimbench.stats.status", "claimbench.spec.display",
-        "claimbench.store.provenance", "claimbench.store.claimcopy", "claimbench.store.jsonio", "claimbench.stats.precision",
-        "claimbench.store.codeprint", "claimbench.versions", "claimbench.store.auditcache", "claimbench.store.migrate",
-        "claimbench.store.summary"))
+    return code_fingerprint(_CODE)
 
 
 def _init(known: frozenset) -> None:
