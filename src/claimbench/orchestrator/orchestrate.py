@@ -22,8 +22,9 @@ from claimbench.orchestrator.job import BracketSummary, ClaimRun, Correctness, J
 from claimbench.orchestrator.memory import ReadError
 from claimbench.orchestrator.processes import ForkServer
 from claimbench.orchestrator.protocol import PairTiming, TimingConfig, measure_pair
+from claimbench.orchestrator.rechecks import Rechecks
 from claimbench.orchestrator.session import ClaimEnded, ClaimSession
-from claimbench.orchestrator.timed import Rechecks, RemoteTimer
+from claimbench.orchestrator.timed import RemoteTimer
 from claimbench.orchestrator.trials import run_trials, seed_check
 from claimbench.spec import ops
 

@@ -12,27 +12,26 @@ kernel sample the orchestrator changes, in every floating-point input, elements 
 index of every axis (orchestrator/perturb.py; CPU: in the pages it owns, CUDA: sent with the call; a side
 with `prepare` re-derives its operands from them, untimed), reads every kernel output of the round
 while the side is stopped (CPU), and after the round draws which one to check against a fresh
-reference, with the dtype and shape the trials established.
+reference, with the dtype and shape the trials established. Those checks are
+`rechecks.Rechecks`, the protocol's hooks; this module is the timer.
 """
 
 from __future__ import annotations
 
-import random
 import statistics
 import time
 from dataclasses import dataclass, field
-from typing import Any, Literal, NoReturn, Optional
-
-import numpy as np
+from typing import TYPE_CHECKING, Any, Literal, Optional
 
 from claimbench.orchestrator import census
 from claimbench.orchestrator import messages as m
-from claimbench.orchestrator import perturb as perturbation
 from claimbench.orchestrator.coordinate import Solo
 from claimbench.orchestrator.job import BracketSummary, SideBracket
 from claimbench.orchestrator.protocol import Sample
-from claimbench.orchestrator.session import ClaimEnded, ClaimSession, InputSet
-from claimbench.verify import accuracy, codec
+from claimbench.orchestrator.session import ClaimEnded, ClaimSession
+
+if TYPE_CHECKING:  # the hooks are built after the timer, in orchestrate.py
+    from claimbench.orchestrator.rechecks import Rechecks
 
 _NOW = time.perf_counter_ns
 NULL_CALLS = 31
@@ -231,179 +230,3 @@ def _wait_running(pid: int, timeout_s: float = 0.5) -> None:
         st = census.state(pid)
         if st is None or st not in ("T", "t"):
             return
-
-
-class Rechecks:
-    """measure_pair's hooks: new inputs each round, one changed element before each kernel sample,
-    every kernel output of the round read, one drawn afterwards and checked, a census per round."""
-
-    def __init__(self, s: ClaimSession, claim, *, params: dict, seed: int, timer: RemoteTimer, calls_per_round: int, device: str, coord=None) -> None:
-        self.coord = coord if coord is not None else Solo()
-        self.s, self.claim, self.params, self.seed, self.timer = s, claim, params, seed, timer
-        self.calls_per_round, self.device = calls_per_round, device
-        self.rng = random.SystemRandom()
-        self.inputs: Optional[InputSet] = None
-        self.edits: list[m.Edit] = []
-        self.pending: dict[str, list[m.Edit]] = {"kernel": [], "baseline": []}
-        self.candidates: list[tuple[list[np.ndarray], list[m.Edit], list[m.Buffer]]] = []
-        self.checked = 0
-        self.failures: list[str] = []
-        self.perturbed = 0
-        self.shape_after_warmup: Optional[dict] = None
-        self.shape_after_load: dict = {}      # taken before any claim call: pinning and settings must stay
-        self.server_shape: Optional[census.ProcessShape] = None  # the fork server's: every side shares its cgroup
-        self.settings_after_load: dict = {}
-        self.max_memory_bytes: Optional[int] = None
-        self.threads: int = 0
-        self.census_problems: list[str] = []
-        self.expect_dtypes: Optional[list[str]] = None  # the outputs' dtypes in the correctness trials
-        self.stale: set[str] = set()  # prepared sides whose operands must be re-derived before their next call
-        timer.hooks = self
-
-    # -- rounds ----------------------------------------------------------------------------
-    def before_round(self, r: int) -> None:
-        """Checks the last round, gives both sides round ``r``'s inputs in fresh memfds, then rejects the claim
-        if its processes, pinning or thread settings changed, or ends it past --max-memory."""
-        self.finish_round()
-        if self.shape_after_warmup is None:
-            self.shape_after_warmup = self._shape()
-        inputs = self.s.make_inputs(self.seed + 104729 * (r + 1), self.params)
-        for role in ("kernel", "baseline"):  # fresh memfds, as every trial gets: no address tells them apart
-            self.s.give(role, inputs)
-        self.stale = set()
-        if self.inputs is not None:
-            self.s.drop(self.inputs)
-        self.inputs, self.edits = inputs, []
-        self.pending = {"kernel": [], "baseline": []}
-        members = self.s.members()  # one look at /proc serves every check of this round
-        now = self._shape(members)
-        problems = census.differences(self.shape_after_warmup, now)
-        problems += census.differences(self.shape_after_load, now, pinning_only=True)
-        problems += census.unlike(now, self.server_shape)
-        rivals = {pid for role in ("kernel", "baseline") for pid in members.get(role, ())}
-        problems += census.outside({pid: sh for pid, sh in now.items() if pid in rivals}, self.s.pinned_cpus)
-        if self.device == "cpu" and self.threads:
-            problems += self._thread_growth(now)
-        settings = self._settings()
-        problems += [f"the {role} side's {what} changed from {self.settings_after_load[role][what]} to {v}"
-                     for role, got in settings.items() for what, v in got.items()
-                     if self.settings_after_load[role].get(what) != v]
-        if problems:
-            raise ClaimEnded("rejected", "the claim's processes changed between rounds: " + "; ".join(problems[:4]))
-        rss = census.rss_bytes([p for pids in members.values() for p in pids])
-        if self.max_memory_bytes and rss > self.max_memory_bytes:
-            raise ClaimEnded("error", f"the claim's processes hold {rss / 2**30:.1f} GiB, above --max-memory "
-                             f"{self.max_memory_bytes / 2**30:.1f} GiB")
-
-    def _thread_growth(self, now: dict) -> list[str]:
-        """torch gives a CPU side one OpenMP worker per thread beyond the first, on its first
-        parallel call; more than that means it ran more threads than it was given, whatever its
-        settings say when it returns."""
-        out = []
-        for role in ("kernel", "baseline"):
-            pid = self.s.sides[role].pid
-            before, after = self.shape_after_load.get(pid), now.get(pid)
-            if before is not None and after is not None and after.threads - before.threads > self.threads - 1:
-                out.append(f"the {role} side runs {after.threads} threads, {after.threads - before.threads} more than "
-                           f"when it was loaded; it was given {self.threads}")
-        return out
-
-    def take_load_reference(self) -> None:
-        """Records the sides' process shape and thread settings now, the baseline later rounds are held to
-        (orchestrate sets the same fields from its `_load_reference`)."""
-        self.shape_after_load, self.settings_after_load = self._shape(), self._settings()
-
-    def _shape(self, members: Optional[dict[str, list[int]]] = None) -> dict:
-        out = {}
-        for _role, pids in (members if members is not None else self.s.members()).items():
-            for pid, shape in census.shape(pids).items():
-                out[pid] = shape
-        return out
-
-    def _settings(self) -> dict:
-        """What each side says of its thread settings (evidence; its threads are counted in /proc)."""
-        out = {}
-        for role in ("kernel", "baseline"):
-            p = self.s.probe(role)
-            out[role] = {"torch threads": p.torch_threads, "inter-op threads": p.interop_threads}
-        return out
-
-    def _prepared(self, role: str) -> bool:
-        return getattr(self.claim, role).prepare is not None
-
-    def before_sample(self, side: str, r: int) -> None:
-        """Perturbs the inputs before a kernel sample; a side with `prepare` re-derives its operands from them
-        (a Refill, untimed) before its next sample."""
-        if side == "kernel" and self.inputs is not None:
-            self._perturb()
-        if side in self.stale:  # its `prepare` must see the inputs as they are now (untimed)
-            self.s.exchange(side, m.Refill(edits=self.take_edits(side) if self.device != "cpu" else []), expect=m.Done)
-            self.stale.discard(side)
-
-    def _perturb(self) -> None:
-        """Change every floating-point input for the next kernel sample, in both sides' copies."""
-        assert self.inputs is not None
-        for i, it in enumerate(self.inputs.items):
-            kbuf = self.s.operands["kernel"].buffers[i]
-            if not isinstance(it, m.TensorItem) or it.dtype not in codec.FLOATING or kbuf is None or not kbuf.nbytes:
-                continue
-            edit = perturbation.plan_edit(i, it, kbuf.view, rng=self.rng)  # drawn now: after the last call returned
-            size = codec.itemsize(it.dtype)
-            if self.device == "cpu":  # our own pages: the side takes no part
-                for role in ("kernel", "baseline"):
-                    rbuf = self.s.operands[role].buffers[i]
-                    assert rbuf is not None
-                    perturbation.apply_to_bytes(rbuf.view, edit, size)
-            else:
-                perturbation.apply_to_bytes(kbuf.view, edit, size)  # ours mirror theirs: the next edit reads them
-                self.pending["kernel"].append(edit)
-                self.pending["baseline"].append(edit)
-            self.edits.append(edit)
-            self.perturbed += 1
-        self.stale |= {role for role in ("kernel", "baseline") if self._prepared(role)}
-
-    def take_edits(self, side: str) -> list[m.Edit]:
-        """The perturbations not yet sent to ``side``, handed over once: a CUDA side applies them itself."""
-        out, self.pending[side] = self.pending[side], []
-        return out
-
-    def after_sample(self, side: str, r: int, out: Any) -> None:
-        """Keeps a kernel sample's outputs as a candidate for the round's check (CPU: every one; CUDA: about one
-        a round, drawn before staging), then releases the side's outputs."""
-        if side == "kernel" and isinstance(out, m.Called):
-            if self.device == "cpu":  # every output is read: the kernel cannot know which one counts
-                raws = [self.s.output_raw("kernel", i, b) for i, b in enumerate(out.outputs)]
-                self.candidates.append((raws, list(self.edits), list(out.outputs)))
-            elif self.coord.broadcast(self.rng.random() < 1.0 / max(1, self.calls_per_round)):
-                staged = self.s.exchange("kernel", m.Emit(), expect=m.Outputs)[0].outputs
-                raws = [self.s.output_raw("kernel", i, b) for i, b in enumerate(staged)]
-                self.candidates.append((raws, list(self.edits), list(staged)))
-        self.s.release(side)
-        self.timer.unreleased.discard(side)
-
-    def finish_round(self) -> None:
-        """Draws one candidate of the round, after its calls returned, and checks it against a fresh reference
-        with that sample's edits. A mismatch ends the claim `rejected` at once: one wrong timed answer already
-        decides the verdict, so more rounds and processes would only spend the machine's time (on a GPU, the
-        full-size rounds) to say the same."""
-        if self.inputs is None or not self.candidates:
-            self.candidates = []
-            return
-        pick = self.coord.broadcast(self.rng.randrange(len(self.candidates)))  # drawn after the calls returned
-        raws, edits, bufs = self.candidates[min(pick, len(self.candidates) - 1)]
-        self.candidates = []
-        ref = self.s.reference(self.inputs, edits)
-        outs = [codec.from_bytes(raw, b.dtype, b.shape, strides=b.strides) for raw, b in zip(raws, bufs)]
-        self.checked += 1
-        if len(outs) != len(ref):
-            self._wrong(f"{len(outs)} outputs, the reference has {len(ref)}")
-        for i, (o, rr) in enumerate(zip(outs, ref)):
-            expect = self.expect_dtypes[i] if self.expect_dtypes and i < len(self.expect_dtypes) else None
-            res = accuracy.compare(o, rr, self.claim.correctness, out_dtype=bufs[i].dtype, expect_dtype=expect)
-            if not res["passed"]:
-                self._wrong(f"output {i}: {res['reason']}")
-
-    def _wrong(self, why: str) -> NoReturn:
-        self.failures.append(why)
-        raise ClaimEnded("rejected", f"timed calls returned wrong answers ({len(self.failures)} of {self.checked} "
-                         f"checked): {why}")
