@@ -14,7 +14,7 @@ from claimbench.spec.project import find_root, load_listing
 
 def register(sub) -> None:
     p = sub.add_parser("check", help="check claim files against the schema and the source policy")
-    p.add_argument("paths", nargs="*", help="claim files or folders (default: claims/)")
+    p.add_argument("paths", nargs="*", help="claim files, folders or claim ids (default: claims/)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text: one line per problem (default); json: every claim and its problems")
     p.add_argument("--list", dest="list_path", default=None, help="the list entries must name (default: LIST.md)")
@@ -22,16 +22,12 @@ def register(sub) -> None:
 
 
 def gather(args):
-    from claimbench.gate.claimfiles import find_claims
+    from claimbench.gate.claimfiles import find_claims, named_claims
     from claimbench.gate.gateall import gate_all
     from claimbench.gate.policy import CheckResult
 
     root = find_root(args.root, args.paths)
-    for raw in args.paths:
-        from pathlib import Path
-        if not Path(raw).exists() and not Path(raw).is_symlink():  # a broken link is a located problem
-            raise UsageError(f"{raw}: no such file or folder")
-    paths, unreadable = find_claims(args.paths, root)
+    paths, unreadable = find_claims(named_claims(args.paths, root), root)  # a broken link is a located problem
     if not paths and not unreadable:
         if args.paths:
             raise UsageError(f"no claim files (*.yaml) found in {', '.join(args.paths)}")

@@ -8,7 +8,7 @@ from claimbench.errors import EXIT_OK
 
 def register(sub) -> None:
     p = sub.add_parser("list", help="list claims: id, entry, hardware, precision, metric and value")
-    p.add_argument("paths", nargs="*", help="claim files or folders (default: claims/)")
+    p.add_argument("paths", nargs="*", help="claim files, folders or claim ids (default: claims/)")
     p.set_defaults(func=run, list_path=None)
 
 

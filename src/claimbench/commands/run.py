@@ -7,11 +7,10 @@ import dataclasses
 import json
 import sys
 import time
-from pathlib import Path
 
 from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
 from claimbench.extras import require
-from claimbench.gate.claimfiles import discover
+from claimbench.gate.claimfiles import discover, named_claims
 from claimbench.options import OPTIONS, parse
 from claimbench.spec.project import find_root
 from claimbench.spec.safetext import terminal
@@ -27,7 +26,7 @@ class _DeprecatedJson(argparse.Action):
 
 def register(sub) -> None:
     p = sub.add_parser("run", help="run claims: verify, time, decide, and write result records")
-    p.add_argument("paths", nargs="*", help="claim files or folders (default: claims/)")
+    p.add_argument("paths", nargs="*", help="claim files, folders or claim ids (default: claims/)")
     p.add_argument("--format", choices=("text", "json"), default="text",
                    help="text: the outcomes as a table; json: as a JSON list")
     p.add_argument("--json", nargs=0, action=_DeprecatedJson, help=argparse.SUPPRESS)
@@ -42,13 +41,11 @@ def run(args) -> int:
     from claimbench.runner import run_claims
 
     root = find_root(args.root, args.paths)
-    for raw in args.paths:
-        if not Path(raw).exists():
-            raise UsageError(f"{raw}: no such file or folder")
+    named = named_claims(args.paths, root)
     opts, ci = parse(lambda dest: getattr(args, dest), root=root)
-    paths = discover(args.paths, root)
+    paths = discover(named, root)
     if not paths:
-        raise UsageError(f"no claim files found in {', '.join(args.paths) or root / 'claims'}")
+        raise UsageError(f"no claim files found in {', '.join(named) or root / 'claims'}")
     require("run", "claimbench run")
     from claimbench.orchestrator.progress import make
     say = make(time.monotonic(), args.quiet)

@@ -8,11 +8,13 @@ that looks like a claim but cannot be read into a located problem.
 
 from __future__ import annotations
 
+import difflib
 import errno
 import os
 from pathlib import Path
-from typing import Iterable
+from typing import Iterable, Sequence
 
+from claimbench.errors import UsageError
 from claimbench.spec.problem import Problem
 
 MAX_FOLDER_DEPTH = 32  # claims/ and a few levels of grouping; nothing needs thirty-two
@@ -21,6 +23,31 @@ MAX_FOLDER_DEPTH = 32  # claims/ and a few levels of grouping; nothing needs thi
 def discover(paths: Iterable[str | Path], root: Path) -> list[Path]:
     """Claim files named by ``paths`` (files or folders); the default is ``claims/``."""
     return find_claims(paths, root)[0]
+
+
+def named_claims(args: Sequence[str], root: Path) -> list[str]:
+    """What the user named on the command line, as paths: each argument as given when it is there
+    (a file, a folder, or a link that `find_claims` will report), else the claim file of that id, so
+    `claimbench run cpu-softmax-fused-vs-naive` works as `show` does. Anything else is a usage error
+    naming the nearest claim ids, before any file is touched."""
+    out: list[str] = []
+    ids: dict[str, Path] | None = None
+    for raw in args:
+        p = Path(raw)
+        if p.exists() or p.is_symlink():
+            out.append(raw)
+            continue
+        if ids is None:
+            ids = {}
+            for f in discover([], root):
+                ids.setdefault(f.stem, f)
+        if raw in ids:
+            out.append(str(ids[raw]))
+            continue
+        near = difflib.get_close_matches(raw.removesuffix(".yaml").split("/")[-1], list(ids), n=3, cutoff=0.6)
+        hint = f"; did you mean {' or '.join(near)}?" if near else f"; claims are under {root / 'claims'}"
+        raise UsageError(f"{raw}: no such file, folder or claim id{hint}")
+    return out
 
 
 def find_claims(paths: Iterable[str | Path], root: Path) -> tuple[list[Path], list[Problem]]:
