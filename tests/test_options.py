@@ -74,17 +74,30 @@ def test_parse_defaults(tmp_path):
 
 def test_parse_carries_every_value(tmp_path):
     vals = {**_defaults(), "results": "out", "repeat": 2, "hot": True, "timeout_s": 5.0, "max_time_s": 0.5,
-            "warmup_s": 0.0, "timing": "off", "threads": 1, "sandbox": "none", "max_memory": 2.0, "ceilings": "c",
+            "warmup_s": 0.0, "timing": "report", "threads": 1, "sandbox": "none", "max_memory": 2.0, "ceilings": "c",
             "node_rank": 1, "master_addr": "h", "master_port": 29500, "changed_since": "HEAD", "hardware_only": True,
             "require_gpu": True, "summary": "s.md"}
     opts, ci = parse(vals.__getitem__, root=tmp_path)
     assert opts == RunOptions(results=Path("out").resolve(), timeout_s=5.0, repeat=2, hot=True, hardware_only=True,
                               timing=TimingLimits(max_time_s=0.5, warmup_s=0.0), ceilings_cache=Path("c"), threads=1,
                               sandbox="none", node_rank=1, master_addr="h", master_port=29500,
-                              max_memory_bytes=2 << 30, correctness_only=True)
-    assert ci == CiChoices(timing="off", changed_since="HEAD", require_gpu=True,
+                              max_memory_bytes=2 << 30, correctness_only=False)
+    assert ci == CiChoices(timing="report", changed_since="HEAD", require_gpu=True,
                            summary=Path("s.md"))
     assert opts.timing.overrides() == {"max_time_s": 0.5, "warmup_s": 0.0}
+
+
+def test_timing_off_is_correctness_only(tmp_path):
+    opts, ci = parse({**_defaults(), "timing": "off"}.__getitem__, root=tmp_path)
+    assert opts.correctness_only and ci.timing == "off"
+
+
+@pytest.mark.parametrize("prefix", ["--", "--claims-"])
+def test_hardware_only_with_timing_off_is_refused_as_checking_nothing(tmp_path, prefix):
+    """--hardware-only keeps the claims this machine can measure and --timing off measures none:
+    together every claim was skipped unchecked, and the run exited 0."""
+    with pytest.raises(UsageError, match=f"^{prefix}hardware-only with {prefix}timing off checks nothing"):
+        parse({**_defaults(), "timing": "off", "hardware_only": True}.__getitem__, root=tmp_path, prefix=prefix)
 
 
 @pytest.mark.parametrize("key,value,message", [

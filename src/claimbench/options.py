@@ -160,6 +160,9 @@ def parse(get: Callable[[str], Any], *, root: Path, prefix: str = "--",
                          "orchestrators')")
     results, ceilings, summary, max_memory = get("results"), get("ceilings"), get("summary"), get("max_memory")
     timing = get("timing")
+    if timing == "off" and get("hardware_only"):  # each would skip what the other keeps: nothing would be checked
+        raise UsageError(f"{prefix}hardware-only with {prefix}timing off checks nothing: {prefix}hardware-only keeps "
+                         f"only the claims this machine can measure, and {prefix}timing off measures none; drop one")
     run = RunOptions(
         results=Path(results).resolve() if results else root / "results" / "runs",
         timeout_s=get("timeout_s"), repeat=get("repeat"), hot=get("hot"), sweep=not get("no_sweep"), hardware_only=get("hardware_only"),
