@@ -58,7 +58,8 @@ def run_trials(s: ClaimSession, claim, *, device: str, dtype: str, seeds: list[i
     probe_at = (len(seeds) if measured and len(plan) > 1 else 0) if coord is None or coord.world == 1 else -1
     for k, (params, seed, label) in enumerate(steps):
         say(f"correctness: {label}")
-        row, rej = _trial(s, claim, device, dtype=dtype, params=params, seed=seed, first=k == 0, probe=k == probe_at)
+        row, rej = _trial(s, claim, device, dtype=dtype, params=params, seed=seed, first=k == 0, probe=k == probe_at,
+                          own=k < len(seeds))
         if coord is not None and coord.world > 1:
             rej = tagged([r for _, r in coord.gather((None, rej))])
         trials.append(row)
@@ -76,7 +77,8 @@ def run_trials(s: ClaimSession, claim, *, device: str, dtype: str, seeds: list[i
 
 
 def _trial(s: ClaimSession, claim, device: str, *, dtype: str, params: dict, seed: int, first: bool,
-           probe: bool = False) -> tuple[dict, list[str]]:
+           probe: bool = False, own: bool = False) -> tuple[dict, list[str]]:
+    """One trial; ``own``: at the claim's own params (the seeds' trials), where the check must mean something."""
     corr, rej = claim.correctness, []
     inputs = s.make_inputs(seed, params)
     row: dict[str, Any] = {"seed": seed, "params": params, "dtype": dtype}
@@ -113,6 +115,8 @@ def _trial(s: ClaimSession, claim, device: str, *, dtype: str, params: dict, see
     s.release("baseline")
     ref = s.reference(inputs)
     _reference_is_finite(ref, bouts)
+    if own and (why := _vacuous(ref)) is not None:
+        rej.append(why)
     if (why := memory.declared_mismatch(claim, params, dtype=dtype, operand_bytes=inputs.nbytes(),
                                         output_elements=sum(int(r.size) for r in ref))) is not None:
         rej.append(why)
@@ -140,6 +144,20 @@ def _trial(s: ClaimSession, claim, device: str, *, dtype: str, params: dict, see
         rej.append(f"the tolerances are too loose: {nullmodels.explain(passing)} passes them")
     s.drop(inputs)
     return row, rej
+
+
+def _vacuous(ref: list[np.ndarray]) -> Optional[str]:
+    """Why a reference at the claim's own params can tell no answer from another, or None. With no
+    output elements every comparison passes having compared nothing; with every element zero, an
+    all-zero answer passes every bound (the null models leave out a model equal to the reference).
+    A check shape may be an empty or all-zero edge case; the claim's own params may not."""
+    if not sum(int(r.size) for r in ref):
+        return ("nothing was compared: the reference has no output elements at the claim's params; the task's "
+                "reference and the kernel must return what the claim computes")
+    if not any(np.count_nonzero(r) for r in ref):
+        return ("the reference is all zeros at the claim's params, so an all-zero answer passes every check; "
+                "make_inputs must give inputs whose answer is not all zero")
+    return None
 
 
 def _precision_for_nulls(claim_dtype: str, run_dtype: str, out_dtypes: list[str]) -> Optional[str]:
