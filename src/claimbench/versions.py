@@ -29,8 +29,9 @@ MIN_PROTOCOL_VERSION: Final = 4  # publish shows no number measured under an old
 # results/index.jsonl, one Summary per record. 4: cheaper record checks (copy digest over a list);
 # 5: protocol.sandbox, for the `no sandbox` label; 6: floor_us, for the `no floor` label;
 # 7: sweep_axis and sweep_value, so that no sweep point's record is published; 8: a record with a
-# key twice in one object is unreadable (`record.record_data`), so no line indexed before says otherwise.
-INDEX_VERSION: Final = 8
+# key twice in one object is unreadable (`record.record_data`), so no line indexed before says otherwise;
+# 9: a float spelled "NaN" or "Infinity", or a time or name with a digit that is not ASCII, is unreadable.
+INDEX_VERSION: Final = 9
 
 # The messages between the orchestrator and its sides (orchestrator/messages.py). 1: first.
 WIRE_VERSION: Final = 1

@@ -220,3 +220,34 @@ def test_a_record_holds_the_hardware_block_as_the_runner_builds_it():
     assert isinstance(r.hardware["gpus"], tuple) and r.hardware["software"]["git_dirty_files"] == ("x.py",)
     with pytest.raises(RecordError, match=re.escape("x: hardware: gpus has the wrong type (bool)")):
         parse_record(_minimal(hardware={"gpus": True}), "x")
+
+
+# --- numbers and times that read one way and compare another (an adversarial review, 2026-12-06) ------
+
+@pytest.mark.parametrize("edit", [
+    {"floor_us": "NaN"}, {"flops": "Infinity"}, {"value": "-Infinity"}, {"ci_low": "nan"},
+    {"kernel": {"median_us": "NaN", "samples_us": [1.0], "rounds": [0], "processes": [0]}},
+    {"kernel": {"samples_us": [1.0, "NaN"], "rounds": [0, 0], "processes": [0, 0]}},
+])
+def test_a_float_spelled_as_nan_or_infinity_is_refused(edit):
+    """pydantic's lax mode read the strings as NaN and infinity: `nan > 0` skipped the physics floor, and
+    orjson wrote them back as null, so a cold audit, a warm one and publish gave three answers."""
+    with pytest.raises(RecordError):
+        parse_record(_minimal(**edit), "x")
+
+
+@pytest.mark.parametrize("when", ["2026-10-\u06601T09:00:00.000000Z", "\uff12026-10-01T09:00:00.000000Z",
+                                  "2026-10-01T09:00:00.00000\u0661Z"])
+def test_a_time_with_a_digit_that_is_not_ascii_is_refused(when):
+    """U+0660 (ARABIC-INDIC DIGIT ZERO) sorts after every ASCII digit: such a date read as newer than
+    every real one and brought back a number a later refutation had taken off the list."""
+    assert R.normalized_utc(when) is None
+    with pytest.raises(RecordError, match="created_utc"):
+        parse_record(_minimal(created_utc=when), "x")
+
+
+def test_a_record_name_with_a_digit_that_is_not_ascii_is_not_a_record_name():
+    good = "20261001T090000Z-nvidia-h200-0123456789.json"
+    assert R.RECORD_NAME.match(good)
+    assert not R.RECORD_NAME.match(good.replace("0", "\u0660", 1))
+    assert not R.RECORD_NAME.match(good.replace(".json", "-\u0661.json"))

@@ -46,7 +46,9 @@ MAX_SAMPLES = 100_000  # per side: 2,000 per process (timing.py) times --repeat,
 METRICS = ("speedup", "time_us", "tflops", "gbps", "sol_fraction")
 VERDICTS = ("verified", "refuted", "inconclusive", "incorrect", "rejected", "skipped", "error", "timeout")
 CLAIM_COPY = ("claimed", "precision", "hardware_spec", "workload")
-_UTC = re.compile(r"^(\d{4})-(\d{2})-(\d{2})T(\d{2}):(\d{2}):(\d{2})(?:\.(\d{1,6}))?(?:Z|\+00:00)$")
+# [0-9], never \d: \d matches every Unicode digit (U+0660 sorts after "9", so a date spelled with one
+# read as newer than every real one and brought back a number a later run had taken off)
+_UTC = re.compile(r"^([0-9]{4})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(?:\.([0-9]{1,6}))?(?:Z|\+00:00)$")
 
 
 def normalized_utc(text: Any) -> Optional[str]:
@@ -66,13 +68,13 @@ def normalized_utc(text: Any) -> Optional[str]:
     return f"{y}-{mo}-{d}T{h}:{mi}:{s}.{(frac or '').ljust(6, '0')}Z"
 
 
-_RUNNER_UTC = re.compile(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}Z")
+_RUNNER_UTC = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}Z")
 
 
 class SideTiming(BaseModel):
     """One side's samples as the record keeps them: the protocol's `SideSamples` of every process, combined."""
 
-    model_config = ConfigDict(extra="allow", frozen=True)
+    model_config = ConfigDict(extra="allow", frozen=True, allow_inf_nan=False)  # "NaN" and "Infinity" strings too
     median_us: Optional[float] = None
     iqr_us: Optional[float] = None
     samples_us: list[float] = Field(default_factory=list, description="Kept samples, in order.")
@@ -105,9 +107,14 @@ class SweepPoint(BaseModel):
 
 
 class Record(BaseModel):
-    """One run of one claim on one machine. Field order is the order a reader wants."""
+    """One run of one claim on one machine. Field order is the order a reader wants.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    No float field may be NaN or infinite: JSON has no such numbers, and pydantic's lax mode would
+    otherwise read the strings "NaN" and "Infinity" as them, which compare false with everything,
+    skip a floor (``nan > 0``), and are written back as null by orjson, so that the same file
+    judged cold, from a cache and from the index gave three answers."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True, allow_inf_nan=False)
 
     schema_version: int = Field(SCHEMA_VERSION, description="Shape of this record; migrated on load.")
     protocol_version: int = Field(PROTOCOL_VERSION, description="Measurement protocol this run followed.")

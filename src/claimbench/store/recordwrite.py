@@ -26,7 +26,7 @@ from claimbench.errors import UserError
 # The runner's file names: <UTC second>-<hardware slug>-<10 hex of the content>[-<n>].json. The
 # content holds this run's random seeds and its microsecond, so concurrent runs never share one;
 # the -<n> suffix is the no-clobber fallback of `write_record`.
-RECORD_NAME = re.compile(r"^(\d{8}T\d{6})Z-[a-z0-9]+(?:-[a-z0-9]+)*-[0-9a-f]{10}(?:-\d{1,6})?\.json$")
+RECORD_NAME = re.compile(r"^([0-9]{8}T[0-9]{6})Z-[a-z0-9]+(?:-[a-z0-9]+)*-[0-9a-f]{10}(?:-[0-9]{1,6})?\.json$")  # [0-9]: ASCII only
 TEMP_NAME = re.compile(r"^\.tmp-[A-Za-z0-9_]+\.json$")
 NOT_A_RECORD_NAME = ("not a record the runner wrote (its names read <UTC time>Z-<hardware>-<10 hex>.json); "
                      "move it out of results/records/")
