@@ -229,6 +229,11 @@ def test_data_layer_imports_no_gpu_stack_nor_pandas():
                                                                           "name": "NVIDIA A100-SXM4-80GB"}]}}),
      "hardware", "but it ran on NVIDIA A100"),
     (lambda r: r.model_copy(update={"created_utc": "2099-01-01T00:00:00.000000Z"}), "created_utc", "in the future"),
+    # no hardware block at all skipped the hardware check (an adversarial review, 2026-12-06)
+    (lambda r: r.model_copy(update={"hardware": {}}), "hardware", "names no hardware"),
+    # the device the verdict's rules read, not the claim's: a CUDA claim's record "measured" on a CPU
+    (lambda r: r.model_copy(update={"protocol": {**r.protocol, "device": "cpu"}}), "protocol.device",
+     "ran its sides on 'cpu', not the claim's 'cuda'"),
     (lambda r: r.model_copy(update={"kernel": r.kernel.model_copy(update={"median_us": 10 * r.kernel.median_us})}),
      "kernel.median_us", "samples' median"),
 ])

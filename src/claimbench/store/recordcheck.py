@@ -80,6 +80,17 @@ def _intrinsic(rec: Record, tomorrow: str) -> list[tuple[str, str]]:
     samples' medians."""
     out = []
     spec, hw = rec.hardware_spec or {}, rec.hardware or {}
+    if rec.hardware_match and spec:
+        # the device the verdict's rules read (`precision.evidence_fields`): a CPU claim's record saying
+        # "cuda" skipped the three-process and busy-machine rules
+        proto = rec.protocol if isinstance(rec.protocol, dict) else {}
+        used = str(proto.get("device") or hw.get("device") or "")
+        if not hw:
+            out.append(("hardware", "says it matched its claim's hardware, but names no hardware: a measured record "
+                                    "carries the machine it ran on"))
+        elif used != spec.get("device"):
+            out.append(("protocol.device", f"says it matched its claim's hardware, but ran its sides on "
+                                           f"{used or 'no device'!r}, not the claim's {spec.get('device')!r}"))
     if rec.hardware_match and spec and hw:
         raw = spec.get("model", ["*"])
         if not isinstance(raw, list) or not all(isinstance(m, str) for m in raw):
