@@ -408,3 +408,13 @@ def test_publish_outside_a_git_repository_refuses_records_that_claim_a_clean_com
     assert p.failed and not p.numbers
     assert all(key == "git_commit" and "not inside a git repository" in msg for _, key, msg in p.refused
                if key == "git_commit") and any(key == "git_commit" for _, key, _ in p.refused)
+
+
+@pytest.mark.parametrize("rel", ["claims/a\x00b.yaml", "claims/" + "x" * 5000 + ".yaml", "../outside.yaml"])
+def test_a_path_from_a_record_that_names_no_file_here_hashes_as_missing(tmp_path, rel):
+    """A NUL byte in a record's claim_path stopped audit and publish with `ValueError: embedded null byte`."""
+    from claimbench.report.standing import Hashes
+
+    (tmp_path / "outside.yaml").write_text("x")
+    (tmp_path / "proj").mkdir()
+    assert Hashes(tmp_path / "proj").get(rel) is None

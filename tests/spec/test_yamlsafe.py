@@ -105,3 +105,24 @@ def test_hostile_numbers_and_nesting_are_located_problems():
             parse_document(text, "c.yaml")
         p = e.value.problem
         assert (p.line, p.key) == (line, key) and p.message.startswith(start), str(p)
+
+
+@pytest.mark.parametrize(("text", "why"), [
+    (b"workload:\n  params: {n: 123456789012345678901234567890}\n", "integer past 64 bits"),
+    (b"workload:\n  params: {n: -9223372036854775809}\n", "integer past 64 bits"),
+    (b"workload:\n  params: {x: .inf}\n", "not a finite number"),
+    (b"workload:\n  params: {x: -.Inf}\n", "not a finite number"),
+    (b"claimed:\n  value: .nan\n", "not a finite number"),
+])
+def test_a_number_json_cannot_carry_as_itself_is_one_located_problem(text, why):
+    """A record copies its claim: an integer past 64 bits made audit and publish stop with orjson's
+    TypeError, and NaN or infinity would be written as null (an adversarial review, 2026-12-06)."""
+    with pytest.raises(YamlRejected) as e:
+        parse_document(text, "c.yaml")
+    p = e.value.problem
+    assert (p.path, p.line) == ("c.yaml", 2) and why in p.message, p
+
+
+def test_the_largest_numbers_json_carries_are_kept():
+    doc = parse_document(b"workload:\n  params: {a: 18446744073709551615, b: -9223372036854775808, c: 1.0e+308}\n", "c.yaml")
+    assert doc.data["workload"]["params"] == {"a": 2**64 - 1, "b": -2**63, "c": 1.0e308}

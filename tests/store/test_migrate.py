@@ -29,3 +29,14 @@ def test_a_version_that_cannot_be_brought_up_is_refused_and_parse_record_names_t
         upgrade(data)
     with pytest.raises(RecordError, match=f"^x.json: .*{why}"):
         parse_record(data, "x.json")
+
+
+@pytest.mark.parametrize("side", ["xy", 7, [1, 2]])
+def test_a_block_of_a_shape_the_old_version_never_wrote_is_refused_not_a_traceback(side):
+    """`_migrate_1_to_2` ran outside parse_record's error handling: audit, publish and show stopped
+    with a ValueError on a schema-1 record whose `kernel` was a string (an adversarial review)."""
+    data = {"schema_version": 1, "status": "verified", "kernel": side}
+    with pytest.raises(MigrationError, match="cannot migrate from schema_version 1"):
+        upgrade(data)
+    with pytest.raises(RecordError, match="^x.json: cannot migrate"):
+        parse_record(data, "x.json")

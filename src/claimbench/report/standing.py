@@ -55,9 +55,12 @@ class Hashes:
         try:
             return self._memo[rel]
         except KeyError:
-            p = (self.root / rel).resolve()
-            ok = p.is_relative_to(self.root) and p.is_file()
-            self._memo[rel] = h = sha256_file(p) if ok else None
+            try:  # a path from a record: a NUL byte or an over-long name is a file that is not there
+                p = (self.root / rel).resolve()
+                h = sha256_file(p) if p.is_relative_to(self.root) and p.is_file() else None
+            except (ValueError, OSError):
+                h = None
+            self._memo[rel] = h
             return h
 
 

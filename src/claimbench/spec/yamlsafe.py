@@ -11,6 +11,7 @@ keeps the line it came from, so a later check can say where a problem is.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -206,9 +207,22 @@ def _scalar(node: yaml.ScalarNode, kp: KeyPath, doc: Document) -> Any:
         raise YamlRejected(Problem(*where, str(e))) from None
     except (ValueError, OverflowError) as e:  # e.g. a date YAML reads as a timestamp, out of range
         raise YamlRejected(Problem(*where, f"cannot be read as {node.tag.rsplit(':', 1)[-1]}: {e}")) from None
+    if (why := _unwritable(value)) is not None:
+        raise YamlRejected(Problem(*where, why))
     if node.tag in _IMMUTABLE and len(_scalars) < 100_000:
         _scalars[key] = value
     return value
+
+
+def _unwritable(value: Any) -> str | None:
+    """Why a number cannot travel into a record as itself, or None. A record copies its claim, and
+    JSON writers refuse an integer past 64 bits (a traceback in audit and publish) and write NaN and
+    infinity as null (so a copy and its claim would hash alike while saying different things)."""
+    if type(value) is int and not -(1 << 63) <= value < (1 << 64):
+        return f"{value} is an integer past 64 bits; a claim's numbers must fit what JSON tools and kernels read"
+    if type(value) is float and not math.isfinite(value):
+        return f"{value} is not a finite number; a claim's numbers must be finite"
+    return None
 
 
 def _dotted(kp: KeyPath) -> str:

@@ -57,6 +57,9 @@ def upgrade(data: dict[str, Any]) -> dict[str, Any]:
     while version < SCHEMA_VERSION:
         if version not in MIGRATIONS:
             raise MigrationError(f"no migration from schema_version {version}")
-        data = MIGRATIONS[version](data)
+        try:
+            data = MIGRATIONS[version](data)
+        except (TypeError, ValueError, AttributeError) as e:  # a block of a shape that version never wrote
+            raise MigrationError(f"cannot migrate from schema_version {version}: {type(e).__name__}: {e}") from None
         version = data["schema_version"]
     return data
