@@ -60,6 +60,19 @@ correctness: {{method: allclose, reference: kernels/cheat/matmul_task.py:referen
 claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
 """
 
+# The same product on int64 inputs, none of them floating-point: the integer replay cheat's claim.
+INT_MATMUL = HEAD + """\
+workload:
+  inputs: kernels/cheat/int_matmul_task.py:make_inputs
+  params: {{n: 384}}
+  check_params: [{{n: 17}}, {{n: 1}}]
+precision: {{dtype: int64}}
+kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
+baseline: {{name: torch.matmul, impl: kernels/cheat/int_matmul_task.py:torch_matmul}}
+correctness: {{method: exact, reference: kernels/cheat/int_matmul_task.py:reference_fp64, trials: 2}}
+claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
+"""
+
 MASK = HEAD + """\
 workload:
   inputs: kernels/cheat/mask_task.py:make_inputs

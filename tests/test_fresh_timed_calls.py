@@ -6,6 +6,7 @@ the `_hidden` fixtures, off, so what is tested is the process design:
 - result reuse: a matmul recomputing only the rows and columns whose inputs changed;
 - a `prepare` that turned the per-sample perturbation off, with a four-element fingerprint cache;
 - a kernel telling timed calls from checked ones by address and returning a cheaper dtype there;
+- an integer matmul replaying the product of the round's first call (no floating-point input to change);
 - a kernel side holding its null calls, so that the subtraction makes it look faster;
 - a kernel moving its rival into a cgroup with a 10% CPU quota.
 The claimed values are ones only the trick reaches: the honest work runs at about 1x its baseline.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import os
 
 import pytest
-from cheat_project import MASK, MATMUL, SOFTMAX, write_claim
+from cheat_project import INT_MATMUL, MASK, MATMUL, SOFTMAX, write_claim
 
 from claimbench.machine.detect import detect
 from claimbench.options import RunOptions, TimingLimits
@@ -31,6 +32,8 @@ CASES = {
                                       "kernel_extra": ', prepare: "kernels/cheat/prepare_fingerprint.py:prepare"'},
                             {S.REJECTED, S.INCORRECT}),
     "timed_dtype": (MASK, {}, {S.REJECTED, S.INCORRECT}),
+    # result reuse where no input is floating-point: the integer inputs change too (perturb.perturbable)
+    "int_replay": (INT_MATMUL, {}, {S.REJECTED}),  # its replays answer for inputs that changed
     # bending the clock: the kernel side holds its null calls (rules off only: it patches the side)
     "inflated_null": (MATMUL, {}, {S.REFUTED, S.INCONCLUSIVE}),
     # slowing the baseline: its first call moves its siblings into a 10%-quota cgroup (root only)

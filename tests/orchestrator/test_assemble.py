@@ -108,3 +108,21 @@ def test_blocks_of_calls_say_whether_the_machine_or_the_workload_caused_them(ctx
                      config={"min_block_us": 50.0})
     rec = assemble_record(ctx, [ClaimRun(correctness=PASSED, timing=timing, bracket=BracketSummary(null_iqr_us={"kernel": 200.0}))])
     assert rec.verdict == "inconclusive" and settles in rec.reason, rec.reason
+
+
+def test_timed_calls_that_prove_nothing_block_verified():
+    """A measured run whose timed calls were never checked, or never saw a changed input, cannot verify:
+    either way a timed call could have returned anything, or a result kept from an earlier call."""
+    import types
+
+    from claimbench.orchestrator.assemble import _unchecked
+    from claimbench.orchestrator.job import TimedChecks
+
+    def run(**kw):
+        return types.SimpleNamespace(timing=object(), timed_checks=TimedChecks(**kw))
+
+    assert _unchecked([run(checked=4, perturbed=20), run(checked=3, perturbed=15)]) == ()
+    assert "was checked" in _unchecked([run(checked=0, perturbed=20), run(checked=0, perturbed=15)])[0]
+    assert "no input changed" in _unchecked([run(checked=4, perturbed=0)])[0]
+    assert "was checked" in _unchecked([types.SimpleNamespace(timing=object(), timed_checks=None)])[0]
+    assert _unchecked([types.SimpleNamespace(timing=None, timed_checks=None)]) == ()  # no timing: nothing to say

@@ -61,3 +61,27 @@ def test_an_edit_that_does_not_fit_its_operand_is_refused():
     edit = m.Edit(operand=0, indices=np.array([99], "<i8").tobytes().hex(), raw="00000000")
     with pytest.raises(ValueError):
         tensors.set_elements(torch.zeros(4), edit)
+
+
+@pytest.mark.parametrize("dtype", ["int32", "int64", "int8", "uint8"])
+def test_an_integer_input_keeps_its_values_only_moved(dtype):
+    """Integer inputs are indices, permutations or data alike: the rotation alone keeps each value in the
+    input (no `-old - 1`, which would send an index out of range), and moves most of them."""
+    rng = random.Random(3)
+    arr = np.random.default_rng(0).integers(0, 50, size=(64, 33)).astype(dtype)
+    view = np.frombuffer(arr.tobytes(), np.uint8).copy()
+    item = m.TensorItem(dtype=dtype, shape=[64, 33], nbytes=arr.nbytes, fd=0)
+    edit = perturb.plan_edit(0, item, view, rng=rng)
+    perturb.apply_to_bytes(view, edit, arr.itemsize)
+    after = np.frombuffer(view.tobytes(), dtype).reshape(arr.shape)
+    assert sorted(after.ravel().tolist()) == sorted(arr.ravel().tolist())
+    assert (after != arr).sum() > 0.8 * len(perturb.edit_indices(edit))
+
+
+def test_integer_inputs_change_only_where_no_input_is_floating_point():
+    def item(dtype):
+        return m.TensorItem(dtype=dtype, shape=[4], nbytes=16, fd=0)
+    mixed = [item("float32"), item("int32"), m.ScalarItem(value=3), item("bfloat16")]
+    assert perturb.perturbable(mixed, [True, True, False, True]) == [0, 3]
+    assert perturb.perturbable([item("int32"), item("bool"), item("int64")], [True, True, False]) == [0, 1]
+    assert perturb.perturbable([item("float32")], [False]) == []

@@ -80,7 +80,7 @@ def assemble_record(ctx: RunContext, runs: Sequence[ClaimRun]) -> Record:
         metric=claim.claimed.metric, claimed_value=claim.claimed.value, tolerance=claim.claimed.tolerance,
         flops=flops, bytes=nbytes, outcome=outcome, outcome_reason=outcome_reason, rejections=tuple(rejections),
         correctness_passed=corr.passed, correctness_reason=corr.reason,
-        hardware_match=ok, hardware_reason=ctx.why, blockers=_blockers(hw, ok, ctx.device, timing=timing, bracket=last.bracket),
+        hardware_match=ok, hardware_reason=ctx.why, blockers=_blockers(hw, ok, ctx.device, timing=timing, bracket=last.bracket) + (_unchecked(runs) if ok else ()),
         kernel=Samples(k.samples_us, k.rounds, k.processes) if k.samples_us else None,
         baseline=Samples(b.samples_us, b.rounds, b.processes) if b.samples_us else None,
         floor_us=floor, floor_term=term, throttled_majority=throttled, tensor_bytes=last.tensor_bytes,
@@ -182,6 +182,21 @@ def _blockers(hw: Hardware, ok: bool, device: str, *, timing: Optional[PairTimin
     if ok and timing is not None and timing.mode == "cpu" and n > 1:
         out.append(_blocked(n, timing, seen))
     return tuple(out)
+
+
+def _unchecked(runs: Sequence[ClaimRun]) -> tuple[str, ...]:
+    """Why the timed calls of a measured run prove nothing about their answers, if they do not: none
+    was checked against a reference, or no input changed between them (a kept result could be replayed)."""
+    checks = [r.timed_checks for r in runs if r.timing is not None]
+    if not checks:
+        return ()
+    if any(c is None for c in checks) or not sum(c.checked for c in checks if c is not None):
+        return ("no timed call's answer was checked against a reference, so the timed calls could have returned "
+                "anything",)
+    if not sum(c.perturbed for c in checks if c is not None):
+        return ("no input changed between timed calls (the claim's inputs hold no tensor to change), so a kernel "
+                "could have replayed a result it kept; give make_inputs a tensor input",)
+    return ()
 
 
 def _blocked(n: int, timing: PairTiming, bracket: BracketSummary) -> str:

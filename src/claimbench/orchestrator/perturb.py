@@ -16,7 +16,14 @@ MAX_SPREAD elements). The argument (docs/threats.md):
 The elements are drawn by the orchestrator after the previous call returned, from its own
 SystemRandom, so a kernel cannot predict them. New values are the chosen elements' own values
 rotated among themselves (the input's distribution is kept: no negative scale where all were
-positive), and an element that would keep its value gets ``-old - 1`` instead, so each one changes.
+positive), and an element of a floating-point input that would keep its value gets ``-old - 1``
+instead, so each one changes.
+
+A claim with no floating-point input (a scan of int32) has its integer inputs changed instead, by
+the rotation alone: the values stay the same multiset, so indices stay in range and a permutation
+stays a permutation, and only an element whose neighbour in the rotation holds the same value keeps
+it. Before, such a claim's inputs never changed within a round, and a kernel replaying the product
+it computed on the round's first call was verified at 26.8x (an adversarial review, 2026-12-06).
 """
 
 from __future__ import annotations
@@ -57,6 +64,8 @@ def new_values(current: np.ndarray, dtype: str) -> np.ndarray:
     if len(raw) == 0:
         return raw
     rotated = np.roll(raw, 1, axis=0)
+    if dtype not in codec.FLOATING:  # the rotation alone: the same values, so every index stays valid
+        return rotated
     same = np.all(rotated == raw, axis=1)
     if same.any():
         old = codec.from_bytes(raw[same].tobytes(), dtype, [int(same.sum())])
@@ -65,6 +74,14 @@ def new_values(current: np.ndarray, dtype: str) -> np.ndarray:
         rotated[same] = np.frombuffer(b"".join(codec.encode_element(float(v), dtype) for v in repl),
                                       np.uint8).reshape(-1, size)
     return rotated
+
+
+def perturbable(items: Sequence, has_bytes: Sequence[bool]) -> list[int]:
+    """The inputs changed before each timed kernel sample: every floating-point tensor with bytes;
+    where there is none, every integer or boolean one (`new_values` rotates those alone)."""
+    tensors = [i for i, it in enumerate(items) if isinstance(it, m.TensorItem) and has_bytes[i]]
+    floating = [i for i in tensors if items[i].dtype in codec.FLOATING]
+    return floating or tensors
 
 
 def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, *, rng: random.Random) -> m.Edit:

@@ -39,6 +39,7 @@ class Rechecks:
         self.pending: dict[str, list[m.Edit]] = {"kernel": [], "baseline": []}
         self.candidates: list[tuple[list[np.ndarray], list[m.Edit], list[m.Buffer]]] = []
         self.checked = 0
+        self.seen_in_round = 0  # CUDA kernel samples of this round so far (the reservoir's k)
         self.failures: list[str] = []
         self.perturbed = 0
         self.shape_after_warmup: Optional[dict] = None
@@ -133,12 +134,13 @@ class Rechecks:
             self.stale.discard(side)
 
     def _perturb(self) -> None:
-        """Change every floating-point input for the next kernel sample, in both sides' copies."""
+        """Change every floating-point input (none: every integer one) for the next kernel sample, in both
+        sides' copies (`perturb.perturbable`)."""
         assert self.inputs is not None
-        for i, it in enumerate(self.inputs.items):
-            kbuf = self.s.operands["kernel"].buffers[i]
-            if not isinstance(it, m.TensorItem) or it.dtype not in codec.FLOATING or kbuf is None or not kbuf.nbytes:
-                continue
+        kbufs = self.s.operands["kernel"].buffers
+        for i in perturbation.perturbable(self.inputs.items, [b is not None and bool(b.nbytes) for b in kbufs]):
+            it, kbuf = self.inputs.items[i], kbufs[i]
+            assert isinstance(it, m.TensorItem) and kbuf is not None
             edit = perturbation.plan_edit(i, it, kbuf.view, rng=self.rng)  # drawn now: after the last call returned
             size = codec.itemsize(it.dtype)
             if self.device == "cpu":  # our own pages: the side takes no part
@@ -160,16 +162,23 @@ class Rechecks:
         return out
 
     def after_sample(self, side: str, r: int, out: Any) -> None:
-        """Keeps a kernel sample's outputs as a candidate for the round's check (CPU: every one; CUDA: about one
-        a round, drawn before staging), then releases the side's outputs."""
+        """Keeps a kernel sample's outputs as a candidate for the round's check (CPU: every one; CUDA: one a
+        round, each sample of it equally likely), then releases the side's outputs.
+
+        CUDA stages a sample's outputs only when it may be the one checked, so the k-th sample of a round
+        replaces the candidate with probability 1/k (reservoir sampling): every round keeps exactly one,
+        drawn uniformly. Before, each sample was kept with probability 1/calls_per_round, so a round could
+        keep none, and a three-round run checked nothing about 3.5% of the time (an adversarial review)."""
         if side == "kernel" and isinstance(out, m.Called):
             if self.device == "cpu":  # every output is read: the kernel cannot know which one counts
                 raws = [self.s.output_raw("kernel", i, b) for i, b in enumerate(out.outputs)]
                 self.candidates.append((raws, list(self.edits), list(out.outputs)))
-            elif self.coord.broadcast(self.rng.random() < 1.0 / max(1, self.calls_per_round)):
-                staged = self.s.exchange("kernel", m.Emit(), expect=m.Outputs)[0].outputs
-                raws = [self.s.output_raw("kernel", i, b) for i, b in enumerate(staged)]
-                self.candidates.append((raws, list(self.edits), list(staged)))
+            else:
+                self.seen_in_round += 1
+                if self.coord.broadcast(self.rng.random() * self.seen_in_round < 1.0):
+                    staged = self.s.exchange("kernel", m.Emit(), expect=m.Outputs)[0].outputs
+                    raws = [self.s.output_raw("kernel", i, b) for i, b in enumerate(staged)]
+                    self.candidates = [(raws, list(self.edits), list(staged))]
         self.s.release(side)
         self.timer.unreleased.discard(side)
 
@@ -178,6 +187,7 @@ class Rechecks:
         with that sample's edits. A mismatch ends the claim `rejected` at once: one wrong timed answer already
         decides the verdict, so more rounds and processes would only spend the machine's time (on a GPU, the
         full-size rounds) to say the same."""
+        self.seen_in_round = 0
         if self.inputs is None or not self.candidates:
             self.candidates = []
             return
