@@ -122,6 +122,24 @@ def test_unparsable_date_is_refused_and_nothing_crashes(tree, when, capsys):
     assert path.name not in capsys.readouterr().out
 
 
+def test_a_slug_of_its_own_does_not_take_a_record_out_of_its_machines_group(tree):
+    """The group a number stands in is what a reader tells numbers apart by (claim and machine), not
+    the slug a record states: an old verified record edited to say `nvidia-b200-sxm` stood alone, so
+    the newer refutation on the same GPU no longer took its number off (an adversarial review)."""
+    root, _ = tree
+    verified = rk.build(root, "blackwell-time", hw="nvidia-b200", created="2026-11-09T09:00:00.000000Z",
+                        kernel_us=11.0, seed=50)
+    refuted = rk.build(root, "blackwell-time", hw="nvidia-b200", created="2026-11-10T09:00:00.000000Z",
+                       kernel_us=30.0, seed=51)
+    assert (verified.verdict, refuted.verdict) == ("verified", "refuted")
+    rk.write(root, verified.model_copy(update={"hardware": {**verified.hardware, "slug": "nvidia-b200-sxm"}}))
+    rk.write(root, refuted)
+    p, problems, listed = run_both(root)
+    line = next(ln for ln in listed.splitlines() if ln.startswith("- Blackwell Tuning Guide - Guidance"))
+    assert "claimbench" not in line and problems == []
+    assert any(r.claim_id == "blackwell-time" and "superseded by the newer refuted" in r.why for r in p.removed)
+
+
 def test_latest_is_by_time_not_by_how_the_time_is_written(tree):
     """0.9 s later, written with a fraction: the old string order put the verified run last."""
     root, _ = tree

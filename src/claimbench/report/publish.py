@@ -177,7 +177,7 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, *, text: str,
               verify=verify or (lambda ss: {}), now=now, allow_dirty=allow_dirty, tracked=tracked,
               shown_on=_entry_line(listing, checked), cap=max_per_entry, commits=CommitFiles(root, memo=results_dir / ".cache" / MEMO_NAME if cache else None))
     at = shown_path(results_dir, root)
-    removed = [Removal(g[0], g[1], s.path, why, g[2]) for g, s, why in superseded(j, at)]
+    removed = [Removal(g[0], s.hardware, s.path, why, g[1]) for g, s, why in superseded(j, at)]
     numbers, problems = _attach(root, list_path, results_dir, listing=listing, winners=j.winners(), removed=removed,
                                 why_not=j.why_not, checked=checked)
     refused = tuple((path, key, msg) for path in sorted(j.refused) for key, msg in j.refused[path])

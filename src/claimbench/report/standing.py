@@ -36,7 +36,9 @@ from claimbench.store.summary import Summary
 SKEW_S = 300  # a record may be dated up to 5 minutes after `now`: clocks of two machines differ
 VERIFIED = "verified"
 
-Group = tuple  # (claim id, hardware slug, machine)
+Group = tuple  # (claim id, machine): what a reader tells numbers apart by. Not the hardware slug, a label the
+# record states: an old verified record given a slug of its own stood apart from the newer refutation on the
+# same GPU and brought its number back (an adversarial review, 2026-12-06).
 Problems = list  # [(key, message)]
 
 
@@ -238,7 +240,7 @@ def judge(summaries: Sequence[Summary], *, hashes: Hashes, claims_by_id: Mapping
         if probs:
             j.refused[s.path] = probs
         elif s.mode == "measured" and s.point is None:  # a sweep point's number is never the claim's
-            groups.setdefault((s.claim_id, s.hardware, s.machine), []).append(s)
+            groups.setdefault((s.claim_id, s.machine), []).append(s)
     for recs in groups.values():
         recs.sort(key=_newest, reverse=True)
 
