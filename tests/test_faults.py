@@ -190,16 +190,24 @@ def test_caches_that_cannot_be_written_are_skipped(tree, monkeypatch):
 
 
 def test_temp_files_of_a_killed_publish_are_cleaned_at_the_next_run(tree):
+    """Only the names publish's own mkstemp makes (`.LIST.md.<pid>.<8 random>.tmp`), and only when
+    that pid is gone: an old-looking `.LIST.md.<word>.tmp` may be a person's file, and is left."""
+    import subprocess
+    import sys
+
     root, _ = tree
-    dead = root / ".LIST.md.99999999.k1ll3d.tmp"  # no such process
-    old = root / ".LIST.md.q8z2.tmp"  # the name an older publish used, an hour old
-    alive = root / f".LIST.md.{os.getpid()}.w0rk.tmp"  # a publish running right now
-    other = root / ".README.md.99999999.x.tmp"
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()  # reaped: its pid runs nothing
+    dead = root / f".LIST.md.{gone.pid}.k1ll3d_0.tmp"
+    old = root / ".LIST.md.q8z2.tmp"  # not a name this publish makes, an hour old: not its file
+    alive = root / f".LIST.md.{os.getpid()}.w0rk1ng_.tmp"  # a publish running right now
+    other = root / f".README.md.{gone.pid}.x0000000.tmp"
     for f in (dead, old, alive, other):
         f.write_text("half a list")
     os.utime(old, (1, 1))
-    pub.publish(root, root / "LIST.md", root / "results", now=NOW)
-    assert not dead.exists() and not old.exists() and alive.exists() and other.exists()
+    p = pub.publish(root, root / "LIST.md", root / "results", now=NOW)
+    assert not dead.exists() and old.exists() and alive.exists() and other.exists()
+    assert p.swept == (str(dead),)
 
 
 def test_a_huge_sparse_record_is_refused_before_it_is_read(tree):

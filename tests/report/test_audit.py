@@ -228,7 +228,8 @@ def test_data_layer_imports_no_gpu_stack_nor_pandas():
     (lambda r: r.model_copy(update={"hardware": {**r.hardware, "gpus": [{**r.hardware["gpus"][0],
                                                                           "name": "NVIDIA A100-SXM4-80GB"}]}}),
      "hardware", "but it ran on NVIDIA A100"),
-    (lambda r: r.model_copy(update={"created_utc": "2099-01-01T00:00:00.000000Z"}), "created_utc", "in the future"),
+    # check_record says "is in the future"; ingest, first, gives audit's own bound: "cannot come from the future"
+    (lambda r: r.model_copy(update={"created_utc": "2099-01-01T00:00:00.000000Z"}), "created_utc", "the future"),
     # no hardware block at all skipped the hardware check (an adversarial review, 2026-12-06)
     (lambda r: r.model_copy(update={"hardware": {}}), "hardware", "names no hardware"),
     # the device the verdict's rules read, not the claim's: a CUDA claim's record "measured" on a CPU

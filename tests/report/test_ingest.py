@@ -4,6 +4,7 @@ their commit, or that audit would fail, are refused one line each."""
 from __future__ import annotations
 
 import json
+from datetime import datetime, timedelta, timezone
 from pathlib import Path
 
 import pytest
@@ -215,3 +216,103 @@ def test_a_tree_dirty_only_in_files_the_claim_does_not_read_is_ingested_and_a_re
     plan = publish(root, root / "LIST.md", root / "results")
     assert [Path(n.record).name for n in plan.numbers] == [aside.name]
     assert main(["--root", str(root), "audit", "--no-cache"]) == 0
+
+
+def _store_link(root: Path, good: Path, target: Path) -> Path:
+    """The record's destination in the store, made a symlink to ``target``, as a commit can carry it."""
+    dest = root / "results" / "records" / "softmax-online" / good.name
+    dest.parent.mkdir(parents=True)
+    dest.symlink_to(target)
+    return dest
+
+
+@pytest.mark.parametrize("target", ["/dev/null", "copy"])
+def test_a_symlink_where_the_record_belongs_is_refused_not_read(project, tmp_path, capsys, target):
+    """A committed `results/records/<claim>/<name>.json -> /dev/zero` was read for ever (MemoryError);
+    a link to the same bytes elsewhere counted as "already present". /dev/null and such a copy stand
+    for it here: reading /dev/zero in a test of the old code would take all memory."""
+    root, commit = project
+    good = _fleet(tmp_path, root, commit)["h200"]
+    copy = tmp_path / "elsewhere.json"
+    copy.write_bytes(good.read_bytes())
+    dest = _store_link(root, good, Path("/dev/null") if target == "/dev/null" else copy)
+    for dry_run in (True, False):
+        report = ingest(root, [good], root / "results", dry_run=dry_run)
+        assert report.ingested == [] and report.present == []
+        (p,) = report.refused
+        assert (p.path, p.key) == (str(good), "file") and str(dest) in p.message and "symbolic link" in p.message, p
+    assert main(["--root", str(root), "ingest", str(good)]) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "symbolic link" in err and "Traceback" not in err
+    assert dest.is_symlink() and copy.read_bytes() == good.read_bytes()
+
+
+@pytest.mark.parametrize("linked", ["records", "records/softmax-online"])
+def test_a_symlinked_store_folder_is_refused_and_nothing_lands_outside_results(project, tmp_path, capsys, linked):
+    """A claim folder (or records/) that is a symlink carried the record out of results/ (mode
+    0600) and then raised ValueError in `append_index`: now one refused line, and nothing written."""
+    root, commit = project
+    good = _fleet(tmp_path, root, commit)["h200"]
+    outside = tmp_path / "outside"
+    (outside / "softmax-online").mkdir(parents=True)
+    link = root / "results" / linked
+    link.parent.mkdir(parents=True, exist_ok=True)
+    link.symlink_to(outside if linked == "records" else outside / "softmax-online")
+    for dry_run in (True, False):
+        report = ingest(root, [good], root / "results", dry_run=dry_run)
+        assert report.ingested == [] and report.present == []
+        (p,) = report.refused
+        assert p.key == "file" and f"{link}: a symbolic link" in p.message and "\n" not in p.message, p
+    assert main(["--root", str(root), "ingest", str(good)]) == 1
+    err = capsys.readouterr().err
+    assert len(err.splitlines()) == 1 and "Traceback" not in err
+    assert [p for p in outside.rglob("*") if p.is_file()] == []
+    assert not (root / "results" / "index.jsonl").exists()
+
+
+def test_a_file_where_the_claim_folder_belongs_is_refused(project, tmp_path):
+    root, commit = project
+    good = _fleet(tmp_path, root, commit)["h200"]
+    (root / "results" / "records").mkdir(parents=True)
+    (root / "results" / "records" / "softmax-online").write_text("not a folder\n")
+    (p,) = ingest(root, [good], root / "results").refused
+    assert p.key == "file" and "not a folder" in p.message
+
+
+def test_ingested_records_are_world_readable_whatever_the_umask(project, tmp_path):
+    """As the runner writes them (0644): a record is committed and read by everyone."""
+    import os
+
+    root, commit = project
+    made = _fleet(tmp_path, root, commit)
+    old = os.umask(0o077)
+    try:
+        report = ingest(root, [tmp_path / "artifacts"], root / "results")
+    finally:
+        os.umask(old)
+    assert report.refused == [] and len(report.ingested) == 2
+    for _, dest in report.ingested:
+        assert os.stat(dest).st_mode & 0o777 == 0o644, dest
+    folder = root / "results" / "records" / "softmax-online"
+    assert sorted(p.name for p in folder.iterdir()) == sorted(p.name for p in made.values())  # no temp left
+
+
+@pytest.mark.parametrize("ahead,taken", [(timedelta(hours=2), False), (timedelta(minutes=1), True)])
+def test_ingest_and_audit_agree_on_a_record_dated_ahead(project, tmp_path, ahead, taken):
+    """One judgement for time: ingest allowed a day ahead (recordcheck's cached bound) while audit
+    allows five minutes of clock skew (`standing.utc_bound`); ingest now holds records to audit's bound."""
+    from claimbench.report.audit import audit
+
+    root, commit = project
+    when = (datetime.now(timezone.utc) + ahead).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    rec = rk.build(root, "softmax-online", created=when, kernel_us=150, baseline_us=243, seed=5, git_commit=commit)
+    art = write_record(tmp_path / "artifacts", rec)
+    report = ingest(root, [art], root / "results", dry_run=True)
+    assert (len(report.ingested), len(report.refused)) == ((1, 0) if taken else (0, 1)), report
+    if not taken:
+        (p,) = report.refused
+        assert p.key == "created_utc" and "cannot come from the future" in p.message
+    path = rk.write(root, rec)  # placed by hand: audit judges the same bytes
+    refused = [p for p in audit(root, root / "LIST.md", root / "results", cache=False)
+               if path.name in str(p) and p.key == "created_utc"]
+    assert bool(refused) is not taken, refused

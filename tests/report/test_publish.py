@@ -252,3 +252,68 @@ def test_a_number_no_physics_floor_stood_behind_says_so(tree):
     floored = [n for n in plan.numbers if n.record.endswith(recs["softmax_h200"].name)]
     assert floored and "no floor" not in floored[0].text
     assert "· no floor" in (root / "LIST.md").read_text(encoding="utf-8")
+
+
+def _dead_pid() -> int:
+    """The pid of a process that has ended (reaped: not running)."""
+    import subprocess
+    import sys
+
+    p = subprocess.Popen([sys.executable, "-c", "pass"])
+    p.wait()
+    return p.pid
+
+
+def test_publish_leaves_files_it_did_not_write_beside_the_list(tree):
+    """`.LIST.md.backup.tmp` an hour old and `.LIST.md.2024.draft.tmp` (pid 2024 not running) were
+    deleted as publish's temps before; nothing but the exact name publish's mkstemp makes is its own."""
+    root, _ = tree
+    dead = _dead_pid()
+    users = [root / ".LIST.md.backup.tmp", root / ".LIST.md.2024.draft.tmp", root / f".LIST.md.{dead}.abc.tmp",
+             root / f".LIST.md.{dead}.ABCDEFGH.tmp", root / f".OTHER.md.{dead}.abcdefgh.tmp",
+             root / f".LIST.md.{dead}.abcdefgh.tmp.keep", root / f".LIST.md.x{dead}.abcdefgh.tmp"]
+    for p in users:
+        p.write_text("my notes\n")
+        os.utime(p, (p.stat().st_mtime - 3600,) * 2)
+    link = root / f".LIST.md.{dead}.zzzzzzzz.tmp"  # its name, but a link: not a file publish wrote
+    link.symlink_to(root / "README.md")
+    plan = run(root)
+    assert all(p.read_text() == "my notes\n" for p in users) and link.is_symlink()
+    assert not [line for line in plan.lines() if "removed" in line]
+
+
+def test_publish_removes_its_own_temp_once_its_process_is_gone_and_says_so(tree, monkeypatch):
+    """A killed publish leaves `.LIST.md.<pid>.<8 random>.tmp`: removed once that pid is not
+    running (not by a dry run), and named in the report; a running publish's temp stays."""
+    root, _ = tree
+    stale = root / f".LIST.md.{_dead_pid()}.k3_9zq0a.tmp"
+    stale.write_text("half a list\n")
+    live = root / f".LIST.md.{os.getpid()}.abcdefgh.tmp"
+    live.write_text("being written\n")
+    plan = run(root, dry_run=True)
+    assert stale.exists() and plan.swept == ()
+    plan = run(root)
+    assert not stale.exists() and live.exists()
+    assert plan.swept == (str(stale),)
+    assert f"  . removed {stale}: a temp file of a publish that is no longer running" in plan.lines()
+    # the pattern is the very name publish's mkstemp makes, checked against one it made
+    assert pub._own_temp(root / "LIST.md").fullmatch(Path(_written_temp_name(root, monkeypatch)).name)
+
+
+def _written_temp_name(root: Path, monkeypatch) -> str:
+    """The name `_replace_if_unchanged` gives its temp file, caught as it is made."""
+    import tempfile
+
+    seen: list[str] = []
+    real = tempfile.mkstemp
+
+    def spy(*a, **kw):
+        fd, name = real(*a, **kw)
+        seen.append(name)
+        return fd, name
+
+    monkeypatch.setattr(tempfile, "mkstemp", spy)
+    before = (root / "LIST.md").read_bytes()
+    pub._replace_if_unchanged(root / "LIST.md", before + b"\n", before, st=os.stat(root / "LIST.md"))
+    (name,) = seen
+    return name

@@ -7,7 +7,9 @@ publish and audit make too) and refuses a record whose hashes do not match them:
 worth committing when the code that produced it can be checked out. The verdict, value and CI are
 recomputed from the record's own samples by audit's record check, the one `audit` uses, so a
 record ingest accepts is one audit accepts. Records from a dirty tree, an unknown commit or an
-outdated protocol are refused too. The good ones are copied byte for byte under their own names.
+outdated protocol are refused too, and so is one dated later than audit's own bound at this moment
+(`standing.utc_bound`). The good ones are copied byte for byte under their own names, never through
+a link in the store (`store/recordplace`).
 """
 
 from __future__ import annotations
@@ -15,13 +17,12 @@ from __future__ import annotations
 import os
 import re
 import subprocess
-import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 from claimbench.errors import UsageError
-from claimbench.report.standing import changed_files
+from claimbench.report.standing import changed_files, future_problem, utc_bound
 from claimbench.spec.problem import Problem
 from claimbench.store.atcommit import COMMIT, CommitFiles, git_objects
 from claimbench.store.record import (
@@ -78,13 +79,16 @@ def find_records(paths: Iterable[Path]) -> list[Path]:
 
 
 def ingest(root: Path, sources: Iterable[Path], results: Path, *, dry_run: bool = False,
-           skipped: bool = False) -> IngestReport:
+           skipped: bool = False, now: Optional[str] = None) -> IngestReport:
     """Check every record under ``sources`` and copy the good ones into ``results/records``.
 
     A `skipped` record (a GPU claim checked on a CPU: correctness only, no number) is checked like
     any other and, unless ``skipped``, left where it is: the main job writes one per GPU claim, and
-    taking them all into the store buried the few records that carry a number (issue 26)."""
+    taking them all into the store buried the few records that carry a number (issue 26).
+    ``now`` (a normalized UTC time; default: the clock) is the time records may not be dated after,
+    give or take audit's clock skew: the bound audit and publish hold them to (`standing.utc_bound`)."""
     root, results = Path(root), Path(results)
+    bound = utc_bound(now)
     _require_git(root)
     report = IngestReport()
     candidates: list[_Candidate] = []
@@ -92,7 +96,7 @@ def ingest(root: Path, sources: Iterable[Path], results: Path, *, dry_run: bool 
         cand = _read(path)
         if isinstance(cand, Problem):
             report.refused.append(cand)
-        elif (problem := _static(cand)) is not None:
+        elif (problem := _static(cand, bound)) is not None:
             report.refused.append(problem)
         else:
             candidates.append(cand)
@@ -153,11 +157,14 @@ def _read(path: Path) -> Union[_Candidate, Problem]:
     return _Candidate(path, raw, rec)
 
 
-def _static(c: _Candidate) -> Optional[Problem]:
-    """What can be refused without git: the name, the commit, the tree, the protocol, the paths."""
+def _static(c: _Candidate, bound: str) -> Optional[Problem]:
+    """What can be refused without git: the name, the date, the commit, the tree, the protocol, the paths."""
     rec, path = c.rec, c.source
-    if (bad := name_problem(path.name, normalized_utc(rec.created_utc) or "")) is not None:
+    when = normalized_utc(rec.created_utc) or ""
+    if (bad := name_problem(path.name, when)) is not None:
         return _refuse(path, *bad)  # audit's own rule: what ingest takes under this name, audit accepts
+    if (bad := future_problem(rec.created_utc, when, bound)) is not None:
+        return _refuse(path, *bad)  # audit's own bound, at this moment: recordcheck's cached check allows a day
     if not re.match(r"^[a-z0-9][a-z0-9._-]{0,99}$", rec.claim_id):
         return _refuse(path, "claim_id", f"{rec.claim_id!r} is not a claim id")
     dirty, files = judged_dirty(rec)  # publish's and audit's rule: files the claim does not depend on do not count
@@ -240,27 +247,26 @@ def _require_git(root: Path) -> None:
 
 
 def _place(c: _Candidate, results: Path, report: IngestReport, *, dry_run: bool) -> None:
+    """Copy the record under its own name, or find it there already; a destination that is a link,
+    not a record, or another record of that name is refused (`store/recordplace`), never followed."""
+    from claimbench.store.recordplace import PlaceRefused, existing_bytes, place
+
     dest = results / "records" / c.rec.claim_id / c.source.name
     pair = (str(c.source), str(dest))
-    if dest.exists():
-        if dest.read_bytes() == c.raw:
-            report.present.append(pair)
-        else:
-            report.refused.append(_refuse(c.source, "file", f"{dest} already holds a different record of that "
-                                          "name; rename one of them"))
-        return
-    report.ingested.append(pair)
-    if dry_run:
-        return
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=".tmp-", suffix=".json", dir=dest.parent)
     try:
-        with os.fdopen(fd, "wb") as f:
-            f.write(c.raw)
-        os.replace(tmp, dest)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    from claimbench.store.index import append_index
+        there = existing_bytes(results, c.rec.claim_id, c.source.name) if dry_run else \
+            place(results, c.rec.claim_id, c.source.name, raw=c.raw)
+    except PlaceRefused as e:
+        report.refused.append(_refuse(c.source, "file", f"cannot place it: {e}"))
+        return
+    if there is None:
+        report.ingested.append(pair)
+    elif there == c.raw:
+        report.present.append(pair)
+    else:
+        report.refused.append(_refuse(c.source, "file", f"{dest} already holds a different record of that "
+                                      "name; rename one of them"))
+    if there is None and not dry_run:
+        from claimbench.store.index import append_index
 
-    append_index(results, dest, c.rec)
+        append_index(results, dest, c.rec)

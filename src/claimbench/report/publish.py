@@ -17,7 +17,6 @@ from __future__ import annotations
 import os
 import re
 import tempfile
-import time
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Optional, Sequence
@@ -99,6 +98,7 @@ class PublishPlan:
     tampered: tuple[tuple[str, str], ...] = ()  # (claim id, why): committed evidence changed
     taken_off: tuple[tuple[str, str], ...] = ()  # (entry key, record link) that left the list
     carried: tuple[str, ...] = ()  # caches or the index that git tracks under results/: ignored
+    swept: tuple[str, ...] = ()  # temp files a killed publish left beside the list, removed (`clean_temps`)
 
     @property
     def changed(self) -> bool:
@@ -128,6 +128,7 @@ class PublishPlan:
         out += [f"  ! ignored {at}/{plain(path)}: {carried_why(f'{at}/{plain(path)}')}" for path in self.carried]
         out += [f"  ! committed evidence of {cid} changed: {plain(why)}; restore it" for cid, why in self.tampered]
         out += [f"  ! {p}" for p in self.problems]
+        out += [f"  . removed {plain(path)}: a temp file of a publish that is no longer running" for path in self.swept]
         return out
 
 
@@ -304,48 +305,59 @@ def publish(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool
             max_per_entry: int = 3, dry_run: bool = False, now: Optional[str] = None) -> PublishPlan:
     """Plan, then replace the list atomically; refuse if it changed on disk meanwhile."""
     list_path = Path(list_path)
-    if not dry_run:
-        clean_temps(list_path)
+    swept = () if dry_run else tuple(str(p) for p in clean_temps(list_path))
     before = read_text(list_path, what="list").encode("utf-8")
     st = os.stat(list_path)
     p = plan(root, list_path, results_dir, allow_dirty=allow_dirty, max_per_entry=max_per_entry,
              text=before.decode("utf-8"), now=now)
+    p = replace(p, swept=swept)
     if dry_run or not p.changed:
         return p
     _replace_if_unchanged(list_path, p.new_text.encode("utf-8"), before, st=st)
     return p
 
 
-_TEMP = re.compile(r"^\.(?P<list>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]+\.tmp$|^\.(?P<old>.+)\.[A-Za-z0-9_]+\.tmp$")
+def _temp_prefix(path: Path) -> str:
+    """The start of the temp file's name `_replace_if_unchanged` writes beside the list: the pid
+    in it tells `clean_temps` whether its writer is still running."""
+    return f".{path.name}.{os.getpid()}."
 
 
-def clean_temps(list_path: Path, age_s: float = 600.0) -> list[Path]:
-    """Remove temp files a killed publish left beside the list: those of a process that is gone,
-    and any older than ten minutes (a publish writes its temp file and renames it within ms)."""
+def _own_temp(list_path: Path) -> re.Pattern:
+    """Exactly the names `_replace_if_unchanged`'s mkstemp makes: `.<list>.<pid>.` then mkstemp's
+    8 random characters (lower-case letters, digits, `_`) then `.tmp`. Any other name beside the
+    list, `.LIST.md.backup.tmp` or `.LIST.md.2024.draft.tmp`, is someone else's file."""
+    return re.compile(rf"\.{re.escape(list_path.name)}\.(?P<pid>[1-9][0-9]{{0,6}})\.[a-z0-9_]{{8}}\.tmp")
+
+
+def clean_temps(list_path: Path) -> list[Path]:
+    """Remove the temp files a killed publish left beside the list, and return them: only names
+    this module's own mkstemp makes (`_own_temp`), only regular files, and only where the pid in
+    the name is not running. A running pid keeps its file (a publish under way, or a reused pid:
+    a file left for a later publish is harmless); a file of any other name is left alone, whatever
+    its age: publish removes only files it wrote."""
     gone: list[Path] = []
+    own = _own_temp(list_path)
     try:
         entries = list(os.scandir(list_path.parent))
     except OSError:
         return gone
     for e in entries:
-        m = _TEMP.match(e.name)
-        if not m or (m.group("list") or m.group("old")) != list_path.name or not e.is_file(follow_symlinks=False):
+        m = own.fullmatch(e.name)
+        if not m or not e.is_file(follow_symlinks=False) or census.alive(int(m.group("pid"))):
             continue
-        pid = int(m.group("pid")) if m.group("pid") else None
         try:
-            old = time.time() - e.stat(follow_symlinks=False).st_mtime > age_s
-            if old or (pid is not None and not census.alive(pid)):
-                os.unlink(e.path)
-                gone.append(Path(e.path))
+            os.unlink(e.path)
         except OSError:
             continue
+        gone.append(Path(e.path))
     return gone
 
 
 def _replace_if_unchanged(path: Path, data: bytes, before: bytes, *, st: os.stat_result) -> None:
     tmp = None
     try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.{os.getpid()}.", suffix=".tmp", dir=path.parent)
+        fd, tmp = tempfile.mkstemp(prefix=_temp_prefix(path), suffix=".tmp", dir=path.parent)
         with os.fdopen(fd, "wb") as f:
             f.write(data)
             f.flush()

@@ -130,6 +130,16 @@ def utc_bound(now: Optional[str] = None, skew_s: int = SKEW_S) -> str:
     return (t + timedelta(seconds=skew_s)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
 
 
+def future_problem(created_utc: str, when: str, bound: str) -> Optional[tuple[str, str]]:
+    """("created_utc", why) when a record's normalized time ``when`` is after ``bound``
+    (`utc_bound`), else None. Audit, publish and ingest all ask this, each against the clock at the
+    time it runs: never cached with a record's bytes, so one judgement holds at any moment."""
+    if when <= bound:  # normalized times compare as strings in time order
+        return None
+    return ("created_utc", f"dated {created_utc}, after the time of this check by more than the "
+                           f"{SKEW_S // 60} minutes allowed for clock skew: a record cannot come from the future")
+
+
 def record_problems(s: Summary, *, claims_by_id: Mapping[str, str], facts: Callable[[str], Optional[ClaimFacts]],
                     hashes: Hashes, bound: str, tracked: Mapping[str, str]) -> Problems:
     """Everything wrong with a record that needs no bootstrap: where it is, what it is called,
@@ -147,9 +157,8 @@ def record_problems(s: Summary, *, claims_by_id: Mapping[str, str], facts: Calla
         out.append(("claim_id", f"{s.claim_id!r} does not match its folder {folder!r}"))
     if (bad := name_problem(name, when)) is not None:  # the name matched RECORD_NAME when found
         out.append(bad)
-    if when > bound:
-        out.append(("created_utc", f"dated {s.created_utc}, after the time of this check by more than the "
-                                   f"{SKEW_S // 60} minutes allowed for clock skew: a record cannot come from the future"))
+    if (late := future_problem(s.created_utc, when, bound)) is not None:
+        out.append(late)
     own = claims_by_id.get(s.claim_id)
     if own is None:
         out.append(("claim_id", f"no claim file for {s.claim_id!r} under claims/; remove the records of a "
