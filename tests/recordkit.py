@@ -15,6 +15,7 @@ from pathlib import Path
 
 import numpy as np
 
+from claimbench.gate.srcgraph import named_files
 from claimbench.spec import expr
 from claimbench.spec.claim import Claim
 from claimbench.spec.yamlsafe import load_document
@@ -108,7 +109,7 @@ def build(root: Path, claim_id: str, *, hw: str = "nvidia-h200", created: str = 
         protocol_version=protocol_version, claim_id=claim_id, created_utc=created, harness_version="0.1.0",
         git_commit=head(root), git_dirty=dirty,
         claim_path=f"claims/{claim_id}.yaml", claim_sha256=sha256_file(root / "claims" / f"{claim_id}.yaml"),
-        source_sha256={"kernels/stubs.py": sha256_file(root / "kernels" / "stubs.py")},
+        source_sha256={rel: sha256_file(root / rel) for rel in sorted({"kernels/stubs.py", *named_files(claim)})},
         seeds=[1000 + seed * 10 + i for i in range(3)], hardware=hardware(hw), mode=mode,
         **claim_copy(claim),
         flops=flops, bytes=nbytes, tensor_bytes=(nbytes or 0) * 2 or None,

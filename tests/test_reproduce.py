@@ -119,5 +119,5 @@ def test_reproduce_refuses_what_it_cannot_rerun(repo, tmp_path, capsys):
     head = _git(repo, "rev-parse", "HEAD").strip()
     path.write_text(json.dumps(rec.model_copy(update={"git_commit": head}).model_dump(mode="json")))
     assert main(["--root", str(repo), "reproduce", str(path)]) == 1
-    assert "claims/softmax-online.yaml, kernels/stubs.py: differ at commit" in capsys.readouterr().err
+    assert "claims/softmax-online.yaml, kernels/stubs.py, kernels/stubs_kernel.py: differ at commit" in capsys.readouterr().err
     assert len(_git(repo, "worktree", "list").splitlines()) == 1

@@ -140,6 +140,24 @@ def test_a_slug_of_its_own_does_not_take_a_record_out_of_its_machines_group(tree
     assert any(r.claim_id == "blackwell-time" and "superseded by the newer refuted" in r.why for r in p.removed)
 
 
+def test_a_record_whose_sources_lack_a_file_its_claim_names_is_refused_everywhere(tree, tmp_path):
+    """With the kernel's file dropped from `source_sha256`, the number never went stale when that file
+    changed: it stayed on the list, audit clean (an adversarial review, 2026-12-06). Ingest refuses it too."""
+    from claimbench.report.ingest import ingest
+    from claimbench.store.record import write_record
+
+    root, recs = tree
+    path = recs["transpose_new"]
+    kernel_file = next(f for f in load_record(path).source_sha256 if f != "kernels/stubs.py")
+    edit(path, lambda d: d["source_sha256"].pop(kernel_file))
+    assert_refused_everywhere(root, path, "source_sha256", f"lacks {kernel_file}, which claims/transpose-tiled.yaml names",
+                              "1.07×")
+    outside = tmp_path / "artifacts"
+    write_record(outside, load_record(path))
+    report = ingest(root, [outside], root / "results", dry_run=True)
+    assert [p.key for p in report.refused] == ["source_sha256"], report
+
+
 def test_latest_is_by_time_not_by_how_the_time_is_written(tree):
     """0.9 s later, written with a fraction: the old string order put the verified run last."""
     root, _ = tree

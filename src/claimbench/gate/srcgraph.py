@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import ast
 import os
+import posixpath
 import re
 from collections import deque
 from contextlib import contextmanager
@@ -69,6 +70,12 @@ def impl_refs(claim: Claim) -> list[tuple[str, str]]:
     if claim.correctness.reference != "baseline-float64":
         refs.append(("correctness.reference", claim.correctness.reference))
     return refs
+
+
+def named_files(claim: Claim) -> frozenset[str]:
+    """The project files the claim's callables live in, as a record's `source_sha256` keys them
+    (root-relative POSIX paths): every run loads each of them."""
+    return frozenset(posixpath.normpath(split_ref(ref)[0]) for _, ref in impl_refs(claim))
 
 
 def split_ref(ref: str) -> tuple[str, str]:

@@ -222,6 +222,7 @@ class _ClaimsAtCommits:
         return self.memo[spec]
 
     def problem(self, c: _Candidate) -> Optional[Problem]:
+        from claimbench.gate.srcgraph import named_files
         from claimbench.store.claimcopy import record_differences
 
         claim = self._claim(self._spec(c))
@@ -230,7 +231,13 @@ class _ClaimsAtCommits:
             return _refuse(c.source, "claim_path", f"{c.rec.claim_path} at commit {commit} {claim}")
         diffs = record_differences(c.rec, claim)
         if not diffs:
-            return None
+            if c.rec.protocol_version < MIN_PROTOCOL_VERSION:
+                return None
+            missing = sorted(named_files(claim) - c.rec.source_sha256.keys())  # audit's rule: `standing.unnamed_sources`
+            return None if not missing else _refuse(
+                c.source, "source_sha256", f"lacks {', '.join(missing[:3])}, which {c.rec.claim_path} at commit {commit} "
+                "names: a run records every file its claim names, so this record would never go stale when that file "
+                "changed; edited by hand?")
         key, have, claim_says = diffs[0]
         return _refuse(c.source, key, f"the record says {have!r}, but {c.rec.claim_path} at commit {commit} says "
                        f"{claim_says!r}; a record copies its claim exactly: edited by hand?")

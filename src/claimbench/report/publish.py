@@ -189,6 +189,7 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, *, text: str,
 def _facts(checked: dict, results_dir: Path) -> Callable[[str], Optional[ClaimFacts]]:
     from functools import lru_cache
 
+    from claimbench.gate.srcgraph import named_files
     from claimbench.store.claimcopy import claim_digest, expected_copy, record_differences
     from claimbench.store.record import load_record
 
@@ -205,7 +206,8 @@ def _facts(checked: dict, results_dir: Path) -> Callable[[str], Optional[ClaimFa
                 # (the value's type is part of the key: 4096 and 4096.0 hash alike but are different points)
                 by_form = lru_cache(maxsize=32)(lambda form, at, _type, c=claim: claim_digest(c, form, at=at))
                 memo[path] = ClaimFacts(path, lambda like, at=None, d=by_form: d(like[:2], at, type(at and at[1])),
-                                        lambda rec, c=claim: record_differences(load_record(results_dir / rec), c))
+                                        lambda rec, c=claim: record_differences(load_record(results_dir / rec), c),
+                                        files=named_files(claim))
         return memo[path]
     return facts
 

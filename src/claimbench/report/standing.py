@@ -73,6 +73,19 @@ class ClaimFacts:
     path: str
     digest: Callable  # (a record's copy digest, its sweep point or None) -> the claim's digest in that form, or None
     differences: Callable  # (record path) -> [(field, record's value, claim's value)]
+    files: frozenset = frozenset()  # the project files the claim names (inputs, kernel, baseline, reference, prepare)
+
+
+def unnamed_sources(s: Summary, f: Optional[ClaimFacts]) -> Problems:
+    """A record whose sources lack a file its claim names: the runner hashes every project file the
+    sides load, the claim's own files first, so one missing was removed by hand, and the number would
+    never go stale when that file changed (an adversarial review, 2026-12-06)."""
+    if f is None or s.protocol_version < MIN_PROTOCOL_VERSION or f.files <= s.source_sha256.keys():
+        return []  # an older protocol's record decides no number, and older runners hashed less
+    missing = sorted(f.files - s.source_sha256.keys())
+    return [("source_sha256", f"lacks {', '.join(missing[:3])}{' and more' if len(missing) > 3 else ''}, which "
+                              f"{f.path} names: a run records every file its claim names, so this record would "
+                              "never go stale when that file changed; edited by hand?")]
 
 
 @dataclass
@@ -166,7 +179,8 @@ def record_problems(s: Summary, *, claims_by_id: Mapping[str, str], facts: Calla
     elif s.claim_path != own:
         out.append(("claim_path", f"{s.claim_path!r} is not the claim file of {s.claim_id!r} ({own})"))
     elif hashes.get(s.claim_path) == s.claim_sha256:
-        out += _disagreements(s, facts(s.claim_path))
+        f = facts(s.claim_path)
+        out += _disagreements(s, f) + unnamed_sources(s, f)
     return out
 
 
@@ -240,8 +254,10 @@ def judge(summaries: Sequence[Summary], *, hashes: Hashes, claims_by_id: Mapping
         key = (s.claim_path, s.copy_sha[:2], s.point, type(s.sweep_value))  # 4096 and 4096.0 are two points
         if key not in expected:
             f = facts(s.claim_path)
-            expected[key] = f.digest(s.copy_sha, s.point) if f is not None else s.copy_sha
-        return s.copy_sha == expected[key]
+            expected[key] = (f.digest(s.copy_sha, s.point) if f is not None else s.copy_sha,
+                             f.files if f is not None else frozenset())
+        digest, files = expected[key]
+        return s.copy_sha == digest and (s.protocol_version < MIN_PROTOCOL_VERSION or files <= s.source_sha256.keys())
 
     groups: dict[Group, list[Summary]] = {}
     for s in summaries:
