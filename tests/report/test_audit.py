@@ -190,6 +190,36 @@ def test_unreadable_list_is_one_located_problem(tree):
     assert "unclosed" in problems[0].message
 
 
+def test_a_record_link_outside_the_markers_is_a_located_problem(tree):
+    """A number and its record link on a continuation line, or a reference definition, is not in
+    any region, so no region check sees it: audit reports each link into the results folder."""
+    root, recs = tree
+    rel = recs["transpose_new"].relative_to(root).as_posix()
+    edit_list(root, "hand-written text stays.\n",
+              "hand-written text stays.\n"
+              f"1580 TFLOP/s · H200 · fp8 · [record]({rel})\n"
+              "  also [r][1] and [on GitHub](https://github.com/o/r/blob/main/results/records/x.json \"t\")\n"
+              "  shown as code, not a link: `[record](results/records/y.json)`\n\n"
+              "[1]: ./results/records/z.json\n")
+    problems = run(root)
+    assert [(p.path, p.line, p.key) for p in problems] == [("LIST.md", 13, "list"), ("LIST.md", 14, "list"),
+                                                           ("LIST.md", 17, "list")]
+    assert all("a record link outside the markers" in p.message and "claimbench publish" in p.message
+               for p in problems)
+    assert rel in problems[0].message and "results/records/z.json" in problems[2].message
+
+
+def test_a_region_link_with_a_nul_byte_is_not_a_record(tree):
+    """Resolving a link with a NUL byte raises ValueError; audit names it, never a traceback."""
+    root, _ = tree
+    edit_list(root, "hand-written text stays.",
+              "hand-written text stays. <!-- claimbench:Foundational kernel exercises > Optimizing Parallel "
+              "Reduction in CUDA -->2.10× [record](x\x00y)<!-- /claimbench -->")
+    (p,) = run(root)
+    assert (p.path, p.line) == ("LIST.md", 12)
+    assert "it links 'x\\x00y', which is not a record in results" in p.message
+
+
 def test_migrated_record_audits_clean(tree):
     root, recs = tree
     src = rk.FIXTURE / "records_v1" / "softmax-online"

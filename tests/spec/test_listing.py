@@ -14,6 +14,7 @@ from claimbench.spec.listing import (
     EntryNotFound,
     ListError,
     apply,
+    links_outside_regions,
     parse_list,
     read_region,
     render_line,
@@ -340,6 +341,38 @@ def test_bad_markers_are_list_errors(line, words):
     assert err.value.line == 4 and words in str(err.value)
     with pytest.raises(ListError):
         apply(text, {3: ("k", "1×")})
+
+
+@pytest.mark.parametrize("line", [
+    "- A - a <!-- ClaimBench:S > A -->9.87× · [record](results/records/a/x.json)<!-- /ClaimBench -->",
+    "- A - a <!-- CLAIMBENCH:S > A -->9.87×<!-- /claimbench -->",
+    "- A - a <!-- claimbench:S > A -->9.87×<!--/Claimbench-->",
+    "Prose <!-- Claimbench notes -->",
+])
+def test_markers_in_another_case_are_refused(line):
+    """A look-alike marker was skipped by publish and audit alike, so a number inside it went
+    unchecked; it is now a located list error that says how to write the marker."""
+    with pytest.raises(ListError) as err:
+        parse_list(f"## S\n\n- B - fine\n{line}\n", "case.md")
+    assert err.value.line == 4 and "lower case" in str(err.value)
+    assert "<!-- claimbench:KEY -->" in str(err.value)
+    assert parse_list(f"## S\n\n- B - fine `{line}`\n").entries[0].name == "B"  # in code it is text
+
+
+def test_a_closing_marker_with_more_text_is_refused():
+    with pytest.raises(ListError) as err:
+        parse_list("## S\n\n- A - a <!-- claimbench:k -->1×<!-- /claimbench x -->\n", "close.md")
+    assert err.value.line == 3 and "closing marker must read '<!-- /claimbench -->'" in str(err.value)
+
+
+def test_links_outside_regions():
+    text = ("## S\n\n- A - a <!-- claimbench:k -->1× [record](results/records/a.json)<!-- /claimbench -->\n"
+            "  1× [record](results/records/b.json \"t\") and [open](results/records/c.json\n"
+            "`[record](results/records/d.json)` [toc](#s)\n"
+            "```\n[record](results/records/e.json)\n```\n"
+            "[r]: <results/records/f.json>\n")
+    assert links_outside_regions(text) == [(4, "results/records/b.json"), (4, "results/records/c.json"),
+                                           (5, "#s"), (9, "results/records/f.json")]
 
 
 def test_markers_in_code_spans_are_text():

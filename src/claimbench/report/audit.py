@@ -6,7 +6,8 @@ records stand exactly as publish does (`standing.judge`, through `publish.build_
 recomputes what publish would write, and compares that with the list. Every failure is a
 located `Problem`: a record that does not stand (forged, misplaced, from the future, at odds
 with its claim, changed since it was committed), a file under results/records/ that is not a
-record, a committed record that was deleted, and every number the list shows wrongly. Records
+record, a committed record that was deleted, every number the list shows wrongly, and every
+record link written outside publish's marker regions (`_links_outside`). Records
 are checked in chunks on two worker processes; results are cached under `results/.cache/`
 (`store/auditcache`: by sha256, and by stat for a file that has not changed since it was read,
 under a fingerprint of the checking code; a read-only results folder only skips the cache). CI
@@ -15,13 +16,13 @@ starts without the cache, and a cache that git tracks is never read.
 
 from __future__ import annotations
 
-import re
 from functools import partial
 from pathlib import Path
 from typing import Callable, Optional
 
 from claimbench.spec.bounded import UnreadableFile, read_text
-from claimbench.spec.listing import Entry, ListError, parse_list, read_region
+from claimbench.spec.listing import Entry, ListError, links_outside_regions, parse_list, read_region
+from claimbench.spec.mdscan import link_targets
 from claimbench.spec.problem import Problem
 from claimbench.stats.status import Status
 from claimbench.store import auditcache
@@ -36,7 +37,6 @@ from claimbench.store.scan import scan_tree
 from claimbench.store.summary import Summary
 
 CACHE_DIR = ".cache"
-_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 def audit_records(results: Path, *, workers: int = 2, cache: bool = True, side: Optional[Callable] = None,
@@ -171,7 +171,7 @@ def _audit_list(root, list_path, results_dir, *, checked, allow_dirty, max_per_e
     problems = _record_problems(shown_results, intrinsic, plan, strays=strays, tracked=tracked or {})
     if listing is None:
         return problems + list_problems
-    problems += list(plan.problems)
+    problems += list(plan.problems) + _links_outside(text, shown_list, list_path=list_path, results_dir=results_dir)
     by_path = {s.path: s for s in summaries}
     for entry in listing.entries:
         key, want = plan.expected[entry.line]
@@ -231,17 +231,52 @@ def _links(content: str, list_path: Path, results_dir: Path) -> list[str]:
     """Record links in a region, as paths relative to the results folder (or as written)."""
     base, res = list_path.resolve().parent, results_dir.resolve()
     out = []
-    for link in _LINK.findall(content):
-        target = (base / link).resolve()
-        out.append(target.relative_to(res).as_posix() if target.is_relative_to(res) else link)
+    for _, link in link_targets(content):
+        rel = _in_results(link, base, res)
+        out.append(link if rel is None else rel)
     return out
+
+
+def _in_results(link: str, base: Path, res: Path) -> str | None:
+    """``link``, read from the list's folder, as a path relative to the results folder, or None.
+
+    A link that is no path at all (a NUL byte, a loop of symbolic links) is None: it names no
+    record, and the caller says so as a located problem rather than stopping on a traceback."""
+    try:
+        target = (base / link).resolve()
+    except (ValueError, OSError, RuntimeError):
+        return None
+    return target.relative_to(res).as_posix() if target.is_relative_to(res) else None
+
+
+def _links_outside(text: str, shown: str, *, list_path: Path, results_dir: Path) -> list[Problem]:
+    """A problem for each link into the results folder that sits outside every marker region.
+
+    Why: audit checks numbers region by region; a number with its record link written on a
+    continuation line or in a description would look verified while nothing checks it. A link
+    counts when it resolves into the results folder or names its records folder anywhere in it
+    (a URL to the repository's copy, a path from elsewhere)."""
+    base, res = list_path.resolve().parent, results_dir.resolve()
+    records = f"{results_dir.name}/records/".casefold()
+    return [Problem(shown, line, "list", f"a record link outside the markers: numbers are written only by "
+                    f"claimbench publish, between its markers; remove the link {_printable(target)} and the "
+                    "number with it, then run claimbench publish to write the entry's number")
+            for line, target in links_outside_regions(text)
+            if records in target.casefold() or (not target.startswith("#") and "://" not in target
+                                                and _in_results(target.lstrip("<"), base, res) is not None)]
+
+
+def _printable(link: str, limit: int = 120) -> str:
+    """The link as a message can show it: control characters escaped, a long one cut."""
+    shown = link if len(link) <= limit else link[:limit] + "…"
+    return shown if shown.isprintable() else ascii(shown)
 
 
 def _why(rel: str, plan, by_path) -> str:
     s = by_path.get(rel)
     shown = f"{plan.results_shown}/{rel}"
     if s is None:
-        return f"it links {rel}, which is not a record in {plan.results_shown}"
+        return f"it links {_printable(rel)}, which is not a record in {plan.results_shown}"
     if not s.ok:
         return f"it links an unreadable record: {s.error}"
     if rel in plan.why_not:

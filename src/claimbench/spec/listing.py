@@ -20,19 +20,20 @@ from dataclasses import dataclass
 from functools import cached_property
 
 from claimbench.errors import UserError
+from claimbench.spec.markers import MarkerError, first_region, strip_regions, tokens
+from claimbench.spec.mdscan import atx_heading, link_targets, unlink
 
+# Every pattern here is anchored or cannot backtrack over what an earlier start already scanned
+# (each is linear on any line); the shapes a regex could only match in quadratic time are
+# scanned with str.find in `mdscan` and `markers`.
 _FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")
-_ATX = re.compile(r"^ {0,3}(#{1,6})(?:[ \t]+(.*?))?(?:[ \t]+#+)?[ \t]*$")
 _SETEXT = re.compile(r"^ {0,3}(=+|-+)[ \t]*$")
 _ITEM = re.compile(r"^([ \t]*)([-*+•]|\d{1,9}[.)])[ \t]+(.*)$")
 _LINKED = re.compile(r"^(\*\*|__)?\[([^\]]+)\]\(([^)\s]*)(?:\s+\"[^\"]*\")?\)(\*\*|__)?")
 _BOLD = re.compile(r"^(\*\*|__)(.+?)\1")
-_SEP = re.compile(r"\s+[-–—]\s+")
-_LINK = re.compile(r"\[([^\]]*)\]\([^)]*\)")
+_SEP = re.compile(r"(?<!\s)\s+[-–—]\s+")  # starts only where a blank run starts: one try per run
 _CODE = re.compile(r"`+[^`]*`+")
-_TOKEN = re.compile(r"<!--\s*(/?)claimbench\b(.*?)-->")
-_TOKEN_START = re.compile(r"<!--\s*/?claimbench\b")
-_REGION = re.compile(r"<!--\s*claimbench:(.*?)\s*-->(.*?)<!--\s*/claimbench\s*-->")
+_REFDEF = re.compile(r" {0,3}\[[^\]]+\]:[ \t]*<?([^\s>]+)")
 _TOC_NAMES = {"contents", "table of contents", "toc"}
 
 
@@ -186,7 +187,7 @@ def parse_list(text: str, path: str = "LIST.md") -> Listing:
     for i, indent, body, s, toc, hpath in items:
         if toc or indent != top[s]:
             continue
-        name = _entry_name(_REGION.sub("", body))
+        name = _entry_name(strip_regions(body))
         if name is None:
             continue
         entry = Entry(hpath[-1] if hpath else "", name, i + 1, lines[i], hpath)
@@ -204,10 +205,10 @@ def parse_list(text: str, path: str = "LIST.md") -> Listing:
 
 def read_region(entry: Entry) -> tuple[str, str] | None:
     """The (key, content) of the entry line's marker region, or None when it has none."""
-    m = _REGION.search(_blank_code(entry.text))
-    if m is None:
+    r = first_region(_blank_code(entry.text))
+    if r is None:
         return None
-    return entry.text[m.start(1):m.end(1)].strip(), entry.text[m.start(2):m.end(2)]
+    return entry.text[r.key[0]:r.key[1]].strip(), entry.text[r.content[0]:r.content[1]]
 
 
 def render_line(entry_line: str, content: str | None, key: str) -> str:
@@ -224,13 +225,13 @@ def render_line(entry_line: str, content: str | None, key: str) -> str:
         raise ValueError(f"bad marker content {content!r}: one line, no backticks or comments")
     _check_markers(body, "<line>", 1)
     region = None if content is None else f"<!-- claimbench:{key} -->{content}<!-- /claimbench -->"
-    m = _REGION.search(_blank_code(body))
+    m = first_region(_blank_code(body))
     if m is None:
         return entry_line if region is None else f"{body} {region}{ending}"
     if region is not None:
-        return body[:m.start()] + region + body[m.end():] + ending
-    start = m.start() - 1 if m.start() and body[m.start() - 1] == " " else m.start()
-    return body[:start] + body[m.end():] + ending
+        return body[:m.start] + region + body[m.end:] + ending
+    start = m.start - 1 if m.start and body[m.start - 1] == " " else m.start
+    return body[:start] + body[m.end:] + ending
 
 
 def apply(text: str, updates: dict[int, tuple[str, str | None]], path: str = "LIST.md") -> str:
@@ -248,13 +249,35 @@ def apply(text: str, updates: dict[int, tuple[str, str | None]], path: str = "LI
     return "\n".join(lines)
 
 
+def links_outside_regions(text: str) -> list[tuple[int, str]]:
+    """(line, target) of every link the list shows outside its marker regions.
+
+    Why: publish writes numbers only between markers, and audit compares each region with what
+    publish would write; a number with its record link written anywhere else (a continuation
+    line, the description) would read as verified while nothing checks it, so audit needs every
+    link outside the regions to look at. Inline links are read loosely (a title or an unclosed
+    link still counts) and reference definitions (``[r]: target``) count too; code spans and
+    fenced code are text, not links.
+    """
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
+    out = []
+    for i, (line, code) in enumerate(zip(lines, _fenced(lines))):
+        if code or ("](" not in line and "]:" not in line):
+            continue
+        shown = strip_regions(_blank_code(line))
+        ref = _REFDEF.match(shown)
+        out += [(i + 1, target) for _, target in link_targets(shown, loose=True)]
+        out += [(i + 1, ref.group(1))] if ref else []
+    return out
+
+
 def _norm(s: str) -> str:
     return " ".join(s.split())
 
 
 def _clean(s: str) -> str:
     if "[" in s:
-        s = _LINK.sub(r"\1", s)
+        s = unlink(s)
     return _norm(s.replace("**", "").replace("__", "") if "*" in s or "_" in s else s)
 
 
@@ -292,9 +315,9 @@ def _markdown_headings(lines, code) -> tuple[dict[int, tuple[int, str]], set[int
     for i, line in enumerate(lines):
         if code[i] or i in underlines:
             continue
-        m = _ATX.match(line) if "#" in line else None
-        if m:
-            heads[i] = (len(m.group(1)), _clean(m.group(2) or ""))
+        atx = atx_heading(line) if "#" in line else None
+        if atx:
+            heads[i] = (atx[0], _clean(atx[1]))
         elif (i + 1 < len(lines) and lines[i + 1][:4].lstrip(" ")[:1] in ("=", "-")
               and not code[i + 1] and line.strip() and not _ITEM.match(line)
               and len(line) - len(line.lstrip(" ")) < 4 and _SETEXT.match(lines[i + 1])
@@ -339,21 +362,24 @@ def _blank_code(line: str) -> str:
 
 def _check_markers(line: str, path: str, lineno: int) -> bool:
     """Validate a line's markers; True when it holds one well-formed region."""
-    if "claimbench" not in line:
+    if "<!--" not in line:
         return False
-    masked = _blank_code(line)
-    tokens = list(_TOKEN.finditer(masked))
-    if len(tokens) != len(_TOKEN_START.findall(masked)):
-        raise ListError(path, lineno, "claimbench marker comment is not closed with '-->'")
     is_open, regions = False, 0
-    for t in tokens:
-        if t.group(1):
+    try:
+        found = tokens(_blank_code(line))
+    except MarkerError as e:
+        raise ListError(path, lineno, str(e)) from None
+    for closing, rest in found:
+        if closing:
             if not is_open:
                 raise ListError(path, lineno, "stray '<!-- /claimbench -->' without an opening marker")
+            if rest.strip():
+                raise ListError(path, lineno, "closing marker must read '<!-- /claimbench -->', "
+                                f"with nothing after '/claimbench' (it has {_shown(rest)})")
             is_open, regions = False, regions + 1
         elif is_open:
             raise ListError(path, lineno, "nested claimbench marker regions")
-        elif not t.group(2).startswith(":"):
+        elif not rest.startswith(":"):
             raise ListError(path, lineno, "opening marker must read '<!-- claimbench:KEY -->'")
         else:
             is_open = True
@@ -362,3 +388,7 @@ def _check_markers(line: str, path: str, lineno: int) -> bool:
     if regions > 1:
         raise ListError(path, lineno, "more than one claimbench marker region on one line")
     return regions == 1
+
+
+def _shown(s: str, limit: int = 60) -> str:
+    return repr(s if len(s) <= limit else s[:limit] + "…")
