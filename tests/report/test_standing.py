@@ -315,6 +315,31 @@ def test_a_deleted_committed_record_does_not_bring_an_old_number_back(committed)
     assert "deleted since commit HEAD" in problems[0].message
 
 
+def test_audit_holds_committed_records_to_the_base_of_a_pull_request(committed):
+    """CI checks a pull request at its own commit: a refutation deleted there (or a record rewritten
+    there) is part of HEAD, so audit against HEAD was clean and the old number came back (an
+    adversarial review, 2026-12-06). `--base REF` holds the records to the merge base instead."""
+    from claimbench.errors import UsageError
+    from claimbench.report.audit import audit_report
+
+    root, recs = committed
+    main_sha = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True).stdout.strip()
+    _git(root, "checkout", "-qb", "pr")
+    _git(root, "rm", "-q", str(recs["transpose_new"]))  # the refuted run that took transpose's number off
+    edit(recs["softmax_h200"], lambda d: d.update(reason=d["reason"] + " "))
+    _git(root, "commit", "-qam", "pr")
+    against_head, _ = audit_report(root, root / "LIST.md", root / "results", cache=False, now=NOW)
+    assert not [x for x in against_head if x.key == "record"]  # the gap: HEAD holds the pull request's edits
+    problems, _ = audit_report(root, root / "LIST.md", root / "results", cache=False, now=NOW, base=main_sha)
+    whats = {x.path: x.message for x in problems if x.key == "record"}
+    assert whats[f"results/{rel(root, recs['transpose_new'])}"].startswith(f"deleted since {main_sha} (merge base")
+    assert whats[f"results/{rel(root, recs['softmax_h200'])}"].startswith(f"modified since {main_sha} (merge base")
+    with pytest.raises(UsageError, match="--base no-such-branch: not a commit"):
+        audit_report(root, root / "LIST.md", root / "results", cache=False, now=NOW, base="no-such-branch")
+    assert main(["--root", str(root), "audit", "--no-cache", "--base", main_sha]) == 1
+    assert main(["--root", str(root), "audit", "--no-cache", "--base=--output=x"]) == 2  # never an option for git
+
+
 def test_new_records_the_list_and_killed_publishes_never_dirty_a_tree(committed):
     from claimbench.store.provenance import tree_changes
 

@@ -17,6 +17,10 @@ def register(sub) -> None:
     p.add_argument("--max-per-entry", type=int, default=3, metavar="N", help="as publish --max-per-entry")
     p.add_argument("--no-cache", action="store_true", help="recompute every record; ignore results/.cache/")
     p.add_argument("--workers", type=int, default=2, help="processes for reading records (default 2)")
+    p.add_argument("--base", metavar="REF", default=None,
+                   help="hold committed records to the merge base of REF and HEAD, not to HEAD: a pull request's "
+                   "CI passes its target branch (e.g. origin/main), so a record the pull request deleted or "
+                   "rewrote is a problem")
     p.set_defaults(func=run, exit_fast=True)
 
 
@@ -26,7 +30,8 @@ def run(args) -> int:
     root, list_path, results = paths(args)
     t0 = time.perf_counter()
     problems, checked = audit_report(root, list_path, results, allow_dirty=args.allow_dirty,
-                                     max_per_entry=args.max_per_entry, workers=args.workers, cache=not args.no_cache)
+                                     max_per_entry=args.max_per_entry, workers=args.workers, cache=not args.no_cache,
+                                     base=args.base)
     args.keep_until_exit = checked  # freeing 100,000 summaries costs a third of a second; the CLI exits instead
     n = len(checked)
     from claimbench.spec.safetext import terminal

@@ -96,18 +96,20 @@ def audit(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool =
 
 def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty: bool = False,
                  max_per_entry: int = 3, workers: int = 2, cache: bool = True,
-                 now: Optional[str] = None) -> tuple[list[Problem], list]:
+                 now: Optional[str] = None, base: Optional[str] = None) -> tuple[list[Problem], list]:
     """(problems, [(summary, record problems)] for every record file checked)."""
     from claimbench.report.publish import carried_why, shown_path
     from claimbench.store.provenance import carried_state, changed_tracked_records
 
     root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
+    if base is not None:  # a base git does not know is a usage error before any record is read
+        changed_tracked_records(root, results_dir, base=base)
     carried = carried_state(results_dir)
     cache = cache and not carried  # a cache the clone carries is someone else's word: ignored, and a problem
     paths, strays = scan_tree(results_dir)
     checked, known = audit_records(results_dir, workers=workers, cache=cache, paths=paths,
                                     side=partial(_check_claim_files, root, list_path))
-    tracked = changed_tracked_records(root, results_dir)
+    tracked = changed_tracked_records(root, results_dir, base=base)
     with paused_gc():  # a million live objects from the records: every collection would walk them all
         problems = _audit_list(root, list_path, results_dir, checked=checked, allow_dirty=allow_dirty,
                                max_per_entry=max_per_entry, cache=cache, known=known,
@@ -195,7 +197,7 @@ def _record_problems(at: str, intrinsic: dict, plan, *, strays, tracked: dict) -
                 seen.append((key, msg))
                 out.append(Problem(f"{at}/{path}", 1, key, msg))
     out += [Problem(f"{at}/{path}", 1, "file", why) for path, why in strays]
-    out += [Problem(f"{at}/{path}", 1, "record", f"{how} since commit HEAD; committed evidence is immutable: "
+    out += [Problem(f"{at}/{path}", 1, "record", f"{how}; committed evidence is immutable: "
                     f"restore it with `git checkout -- {at}/{path}`") for path, how in sorted(tracked.items())
             if path not in intrinsic]
     return out

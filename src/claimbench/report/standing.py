@@ -164,7 +164,7 @@ def record_problems(s: Summary, *, claims_by_id: Mapping[str, str], facts: Calla
     cut = path.rfind("/")
     folder, name = path[path.rfind("/", 0, cut) + 1:cut], path[cut + 1:]
     if tracked and path in tracked:
-        out.append(("record", f"{tracked[path]} since commit HEAD; committed evidence is immutable: restore it "
+        out.append(("record", f"{tracked[path]}; committed evidence is immutable: restore it "
                               "with `git checkout -- <this file>` and add a new record instead"))
     if s.claim_id != folder:
         out.append(("claim_id", f"{s.claim_id!r} does not match its folder {folder!r}"))
@@ -214,7 +214,7 @@ def judge(summaries: Sequence[Summary], *, hashes: Hashes, claims_by_id: Mapping
     on_disk = {s.path for s in summaries}
     for path, how in tracked.items():
         if path not in on_disk and path.count("/") >= 2:
-            j.tampered.setdefault(path.split("/")[-2], f"{path} was {how} since commit HEAD")
+            j.tampered.setdefault(path.split("/")[-2], f"{path} was {how}")
 
     def cheap(s: Summary) -> Problems:
         out = record_problems(s, claims_by_id=claims_by_id, facts=facts, hashes=hashes, bound=bound, tracked=tracked)

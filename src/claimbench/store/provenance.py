@@ -17,6 +17,8 @@ import subprocess
 from pathlib import Path
 from typing import Iterable, Optional
 
+from claimbench.errors import UsageError
+
 DEPENDS_PREFIXES = ("src/claimbench/", "results/records/")  # claimbench itself; committed evidence
 NEVER_DIRTY = re.compile(r"^(LIST\.md|(.*/)?\.LIST\.md\.[^/]*\.tmp)$")
 MAX_DIRTY_FILES = 500  # more than this and the record keeps only the flag
@@ -68,28 +70,46 @@ def relevant_changes(files: Iterable[str], claim_path: str, sources: Iterable[st
     return [f for f in files if f in deps or f.startswith(DEPENDS_PREFIXES)]
 
 
-def changed_tracked_records(root: Path, results_dir: Path) -> Optional[dict[str, str]]:
-    """Tracked record files that differ from HEAD, relative to the results folder -> how
-    (modified, deleted, ...); None when the folder is not in a git work tree."""
+def changed_tracked_records(root: Path, results_dir: Path, *, base: Optional[str] = None) -> Optional[dict[str, str]]:
+    """Committed record files that differ now, relative to the results folder -> how, with since
+    when ("modified since commit HEAD"); None when the folder is not in a git work tree.
+
+    Without ``base`` they are compared with HEAD. CI checks a pull request at its own commit, where
+    HEAD already holds the pull request's edits: a deleted or rewritten record is part of HEAD, so a
+    refutation removed there brought an older number back with `audit` clean (an adversarial review,
+    2026-12-06). With ``base`` (a ref: the branch the pull request goes into) they are compared with
+    the merge base of ``base`` and HEAD, committed and uncommitted changes alike. A ref git does not
+    know is a `UsageError`: an unchecked base would be a clean audit that checked nothing."""
     results_dir = Path(results_dir)
     folder = results_dir / "records"
     if not folder.is_dir():
         return None
-    status = _git(folder, "status", "--porcelain=v1", "-z", "--untracked-files=no", "--no-renames", "--", ".")
     top = _git(folder, "rev-parse", "--show-toplevel")
-    if status is None or top is None:
+    if top is None:
         return None
-    base = results_dir.resolve()
+    if base is None:
+        since = "commit HEAD"
+        status = _git(folder, "status", "--porcelain=v1", "-z", "--untracked-files=no", "--no-renames", "--", ".")
+        pairs = [(e[:2], e[3:]) for e in (status or "").split("\0") if len(e) >= 4]
+    else:
+        mb = _git(folder, "merge-base", "--", base, "HEAD") if not base.startswith("-") else None
+        if mb is None:
+            raise UsageError(f"--base {base}: not a commit this repository knows (fetch it first: git fetch origin "
+                             f"{base.removeprefix('origin/')})")
+        since = f"{base} (merge base {mb.strip()[:10]})"
+        diff = _git(folder, "diff", "--name-status", "-z", "--no-renames", mb.strip(), "--", ".")
+        if diff is None:
+            return None
+        parts = diff.split("\0")
+        pairs = [(parts[k], parts[k + 1]) for k in range(0, len(parts) - 1, 2) if parts[k]]
+    where = results_dir.resolve()
     words = {"M": "modified", "D": "deleted", "T": "changed type", "A": "added", "U": "unmerged"}
     out = {}
-    for entry in status.split("\0"):
-        if len(entry) < 4:
-            continue
-        xy, path = entry[:2], entry[3:]
+    for xy, path in pairs:
         full = (Path(top.strip()) / path).resolve()
-        if full.is_relative_to(base) and "A" not in xy:
+        if full.is_relative_to(where) and "A" not in xy:
             how = next((words[c] for c in xy if c in words), "changed")
-            out[full.relative_to(base).as_posix()] = how
+            out[full.relative_to(where).as_posix()] = f"{how} since {since}"
     return out
 
 
