@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 
 import pytest
@@ -105,3 +106,21 @@ def test_paths_are_resolved_once_per_gate_pass_and_never_remembered_outside_one(
         link.symlink_to(b)
         assert resolved(link) == a  # remembered within the pass
     assert resolved(link) == b  # outside a pass: resolved now
+
+
+def test_named_files_are_keyed_as_the_runner_hashes_them(tmp_path):
+    """A record's `source_sha256` keys are root-relative paths through symlinks (`claim_sources`);
+    the files a claim names must read the same, or every honest record of a claim with a linked
+    file would lack it."""
+    import recordkit as rk
+
+    from claimbench.gate.srcgraph import named_files
+
+    root = rk.copy_tree(tmp_path / "proj")
+    claim = rk.load_claim(root, "softmax-online")
+    assert named_files(claim) == named_files(claim, root)
+    assert named_files(claim, root) <= {p.relative_to(root.resolve()).as_posix() for p in claim_sources(root, claim)}
+    real = root / "kernels" / "stubs_kernel.py"
+    os.replace(real, root / "kernels" / "real_kernel.py")
+    os.symlink("real_kernel.py", real)
+    assert "kernels/real_kernel.py" in named_files(claim, root) and "kernels/stubs_kernel.py" in named_files(claim)

@@ -72,10 +72,18 @@ def impl_refs(claim: Claim) -> list[tuple[str, str]]:
     return refs
 
 
-def named_files(claim: Claim) -> frozenset[str]:
+def named_files(claim: Claim, root: Optional[Path] = None) -> frozenset[str]:
     """The project files the claim's callables live in, as a record's `source_sha256` keys them
-    (root-relative POSIX paths): every run loads each of them."""
-    return frozenset(posixpath.normpath(split_ref(ref)[0]) for _, ref in impl_refs(claim))
+    (root-relative POSIX paths; with ``root``, through symlinks as the runner resolves them, see
+    `claim_sources`): every run loads each of them."""
+    out = set()
+    for _, ref in impl_refs(claim):
+        rel = posixpath.normpath(split_ref(ref)[0])
+        if root is not None:
+            real, top = resolved(Path(root) / rel), resolved(Path(root))
+            rel = real.relative_to(top).as_posix() if real.is_relative_to(top) else rel
+        out.add(rel)
+    return frozenset(out)
 
 
 def split_ref(ref: str) -> tuple[str, str]:

@@ -233,7 +233,7 @@ class _ClaimsAtCommits:
         if not diffs:
             if c.rec.protocol_version < MIN_PROTOCOL_VERSION:
                 return None
-            missing = sorted(named_files(claim) - c.rec.source_sha256.keys())  # audit's rule: `standing.unnamed_sources`
+            missing = sorted(named_files(claim, self.commits.root) - c.rec.source_sha256.keys())  # audit's rule: `standing.unnamed_sources`
             return None if not missing else _refuse(
                 c.source, "source_sha256", f"lacks {', '.join(missing[:3])}, which {c.rec.claim_path} at commit {commit} "
                 "names: a run records every file its claim names, so this record would never go stale when that file "

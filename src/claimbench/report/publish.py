@@ -174,7 +174,7 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, *, text: str,
     paths = sorted(sources)
     checked = dict(zip(paths, gate_cached(paths, root, listing, sources=sources, known=known_checks,
                                            cache_dir=results_dir / ".cache" if cache else None)))
-    j = judge(summaries, hashes=hashes, claims_by_id=claim_ids(root), facts=_facts(checked, results_dir),
+    j = judge(summaries, hashes=hashes, claims_by_id=claim_ids(root), facts=_facts(checked, results_dir, root),
               verify=verify or (lambda ss: {}), now=now, allow_dirty=allow_dirty, tracked=tracked,
               shown_on=_entry_line(listing, checked), cap=max_per_entry, commits=CommitFiles(root, memo=results_dir / ".cache" / MEMO_NAME if cache else None))
     at = shown_path(results_dir, root)
@@ -186,7 +186,7 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, *, text: str,
                    j=j, cap=max_per_entry, at=at, refused=refused, strays=tuple(strays), results_dir=results_dir)
 
 
-def _facts(checked: dict, results_dir: Path) -> Callable[[str], Optional[ClaimFacts]]:
+def _facts(checked: dict, results_dir: Path, root: Path) -> Callable[[str], Optional[ClaimFacts]]:
     from functools import lru_cache
 
     from claimbench.gate.srcgraph import named_files
@@ -207,7 +207,7 @@ def _facts(checked: dict, results_dir: Path) -> Callable[[str], Optional[ClaimFa
                 by_form = lru_cache(maxsize=32)(lambda form, at, _type, c=claim: claim_digest(c, form, at=at))
                 memo[path] = ClaimFacts(path, lambda like, at=None, d=by_form: d(like[:2], at, type(at and at[1])),
                                         lambda rec, c=claim: record_differences(load_record(results_dir / rec), c),
-                                        files=named_files(claim))
+                                        files=named_files(claim, root))
         return memo[path]
     return facts
 
