@@ -122,16 +122,20 @@ def test_unparsable_date_is_refused_and_nothing_crashes(tree, when, capsys):
     assert path.name not in capsys.readouterr().out
 
 
+def _verified_then_refuted(root, verified_at: str, refuted_at: str):
+    """A verified and a refuted record of blackwell-time on one B200, made at the two times given."""
+    verified = rk.build(root, "blackwell-time", hw="nvidia-b200", created=verified_at, kernel_us=11.0, seed=50)
+    refuted = rk.build(root, "blackwell-time", hw="nvidia-b200", created=refuted_at, kernel_us=30.0, seed=51)
+    assert (verified.verdict, refuted.verdict) == ("verified", "refuted")
+    return verified, refuted
+
+
 def test_a_slug_of_its_own_does_not_take_a_record_out_of_its_machines_group(tree):
     """The group a number stands in is what a reader tells numbers apart by (claim and machine), not
     the slug a record states: an old verified record edited to say `nvidia-b200-sxm` stood alone, so
     the newer refutation on the same GPU no longer took its number off (an adversarial review)."""
     root, _ = tree
-    verified = rk.build(root, "blackwell-time", hw="nvidia-b200", created="2026-11-09T09:00:00.000000Z",
-                        kernel_us=11.0, seed=50)
-    refuted = rk.build(root, "blackwell-time", hw="nvidia-b200", created="2026-11-10T09:00:00.000000Z",
-                       kernel_us=30.0, seed=51)
-    assert (verified.verdict, refuted.verdict) == ("verified", "refuted")
+    verified, refuted = _verified_then_refuted(root, "2026-11-09T09:00:00.000000Z", "2026-11-10T09:00:00.000000Z")
     rk.write(root, verified.model_copy(update={"hardware": {**verified.hardware, "slug": "nvidia-b200-sxm"}}))
     rk.write(root, refuted)
     p, problems, listed = run_both(root)
@@ -161,11 +165,7 @@ def test_a_record_whose_sources_lack_a_file_its_claim_names_is_refused_everywher
 def test_latest_is_by_time_not_by_how_the_time_is_written(tree):
     """0.9 s later, written with a fraction: the old string order put the verified run last."""
     root, _ = tree
-    verified = rk.build(root, "blackwell-time", hw="nvidia-b200", created="2026-11-09T09:00:00Z",
-                        kernel_us=11.0, seed=50)
-    refuted = rk.build(root, "blackwell-time", hw="nvidia-b200", created="2026-11-09T09:00:00.900000Z",
-                       kernel_us=30.0, seed=51)
-    assert (verified.verdict, refuted.verdict) == ("verified", "refuted")
+    verified, refuted = _verified_then_refuted(root, "2026-11-09T09:00:00Z", "2026-11-09T09:00:00.900000Z")
     rk.write(root, verified)
     rk.write(root, refuted)
     p, problems, listed = run_both(root)

@@ -31,24 +31,18 @@ def tokens(masked: str) -> list[tuple[bool, str]]:
     audit skipped would hold a number nobody checks. Each ``<!--`` is looked at once.
     """
     out = []
-    i = masked.find("<!--")
-    while i >= 0:
-        m = _START.match(masked, i)
-        if m is None:
-            i = masked.find("<!--", i + 4)
-            continue
+    m = _comment(masked, _START, 0)
+    while m is not None:
         if m.group(2) != "claimbench":
             raise MarkerError(f"marker comment spelled {m.group(2)!r}: claimbench markers are "
-                            "lower case, '<!-- claimbench:KEY -->' and '<!-- /claimbench -->'; fix the "
-                            "case, or remove the comment and let claimbench publish write the number")
+                              "lower case, '<!-- claimbench:KEY -->' and '<!-- /claimbench -->'; fix the "
+                              "case, or remove the comment and let claimbench publish write the number")
         end = masked.find("-->", m.end())
-        j = masked.find("<!--", i + 4)
-        while end >= 0 and 0 <= j < end and _START.match(masked, j) is None:
-            j = masked.find("<!--", j + 4)
-        if end < 0 or 0 <= j < end:
+        nxt = _comment(masked, _START, m.start() + 4)
+        if end < 0 or (nxt is not None and nxt.start() < end):
             raise MarkerError("claimbench marker comment is not closed with '-->'")
         out.append((m.group(1) == "/", masked[m.end():end]))
-        i = j
+        m = nxt
     return out
 
 
@@ -68,25 +62,22 @@ def regions(s: str) -> list[Region]:
     Each ``<!--`` is looked at at most twice, so this is linear in the line.
     """
     out = []
-    i = s.find("<!--")
-    while i >= 0:
-        m = _OPEN.match(s, i)
-        if m is None:
-            i = s.find("<!--", i + 4)
-            continue
+    m = _comment(s, _OPEN, 0)
+    while m is not None:
         q = s.find("-->", m.end())
-        c = _close_after(s, q + 3) if q >= 0 else None
+        c = _comment(s, _CLOSE, q + 3) if q >= 0 else None
         if c is None:
             break
-        out.append(Region(i, c.end(), (m.end(), q), (q + 3, c.start())))
-        i = s.find("<!--", c.end())
+        out.append(Region(m.start(), c.end(), (m.end(), q), (q + 3, c.start())))
+        m = _comment(s, _OPEN, c.end())
     return out
 
 
-def _close_after(s: str, pos: int) -> re.Match | None:
+def _comment(s: str, pattern: re.Pattern, pos: int) -> re.Match | None:
+    """The first ``<!--`` at or after ``pos`` that ``pattern`` matches there; each is looked at once."""
     j = s.find("<!--", pos)
     while j >= 0:
-        c = _CLOSE.match(s, j)
+        c = pattern.match(s, j)
         if c is not None:
             return c
         j = s.find("<!--", j + 4)
