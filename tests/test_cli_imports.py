@@ -40,3 +40,13 @@ def test_the_parser_leaves_the_gate_unloaded():
              "'claimbench.spec.claim') if m in sys.modules)))\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=120, check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == []
+
+
+def test_a_usage_error_reaches_the_terminal_without_escapes(capsys):
+    """Error lines name paths and values from records and artifacts: ANSI and OSC sequences in them
+    set a terminal's title or cleared its screen (an adversarial review, 2026-12-06)."""
+    from claimbench.cli import main
+
+    assert main(["check", "nope\x1b]0;PWNED\x07\x1b[2J.yaml"]) == 2
+    err = capsys.readouterr().err
+    assert "nope" in err and "\x1b" not in err and "\x07" not in err

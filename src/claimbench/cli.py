@@ -48,7 +48,9 @@ def main(argv: list[str] | None = None) -> int:
     try:
         code = int(args.func(args))
     except UserError as e:
-        print(f"claimbench: {e}", file=sys.stderr)
+        from claimbench.spec.safetext import terminal
+
+        print(f"claimbench: {terminal(str(e))}", file=sys.stderr)  # paths and names from records: no escapes
         return e.exit_code
     except KeyboardInterrupt:
         print("claimbench: interrupted", file=sys.stderr)

@@ -355,3 +355,23 @@ def test_a_speedup_a_kernel_ten_times_slower_would_verify_passes_with_a_note(tmp
     assert n.key == "claimed.value" and "kernel 111x slower than its baseline" in n.message
     assert n.line == low.read_text().splitlines().index("  value: 0.01") + 1
     assert _check(VALID, listing).notes == ()  # 0.2 with tolerance 0.1: threshold 0.18, no note
+
+
+# --- names the list writes between a number's parts (an adversarial review, 2026-12-06) -------------
+
+@pytest.mark.parametrize("name", [
+    "eager; 9.87× [9.80, 9.95] vs cuBLAS · fused kernel · B200 · fp8",  # a second number on the line
+    "cuBLAS; split-K", "fused · twice", "eager 2×",
+])
+def test_a_side_name_holding_list_syntax_is_refused(tmp_path, listing, name):
+    bad = _derived(tmp_path, "named", "name: torch.softmax", f'name: "{name}"')
+    r = _check(bad, listing)
+    assert [p.key for p in r.problems] == ["baseline.name"] and "a name is plain words" in r.problems[0].message
+
+
+def test_a_key_holding_escapes_is_shown_without_them(tmp_path, listing):
+    bad = _derived(tmp_path, "keyed", "params: {rows: 256, cols: 1000}",
+                   'params: {rows: 256, cols: 1000, "\\e]0;PWNED\\a": "x\\ey"}')
+    problems = _check(bad, listing).problems
+    assert any(p.key.startswith("workload.params.") for p in problems), [p.key for p in problems]
+    assert all("\x1b" not in p.key and "\x07" not in p.key for p in problems), [p.key for p in problems]

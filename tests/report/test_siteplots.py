@@ -81,3 +81,19 @@ def test_bandwidth_chart_text_never_overlaps():
 
 def test_number_is_three_significant_figures_without_exponents():
     assert [siteplots.number(x) for x in (7200.0, 29.61, 0.19, 1580.0, 0.0)] == ["7200", "29.6", "0.190", "1580", "0"]
+
+
+def test_a_dollar_sign_in_a_label_is_text_not_mathtext(tmp_path):
+    """`$\\undefinedmacro$` in a GPU name stopped the whole site with matplotlib's ParseFatalException."""
+    fig = siteplots.bandwidth("achieved bandwidth on NVIDIA H200 $\\undefinedmacro$", 4400.0,
+                              [Bar("claim $\\x$", 3000.0, 2000.0)])
+    siteplots.save(fig, tmp_path / "b.svg")  # raised before
+    assert "undefinedmacro" in (tmp_path / "b.svg").read_text() or (tmp_path / "b.svg").stat().st_size > 0
+
+
+def test_a_slug_cleaned_to_another_machines_never_shares_its_charts():
+    """A rejected record saying `nvidia-h200!` drew over the real H200's roofline and bandwidth charts."""
+    from claimbench.report.siteview import _file_slug
+
+    assert _file_slug("nvidia-h200") == "nvidia-h200"
+    assert _file_slug("nvidia-h200!") != "nvidia-h200" and _file_slug("NVIDIA-H200") != "nvidia-h200"

@@ -83,3 +83,16 @@ def test_records_are_named_as_the_list_names_them(tmp_path, capsys):
         f"results/{p.relative_to(root / 'results').as_posix()}" for k, p in recs.items() if k.startswith("scan"))
     assert all(r["machine"] in ("H200", "H100 80GB HBM3") for r in rows)
     assert all(r["reason"] for r in rows)  # why each verdict, whole (issue 26: `table` had no reason column)
+
+
+def test_a_csv_cell_never_opens_as_a_formula(results):
+    """A record's hardware slug of `=HYPERLINK(...)` reached a spreadsheet as a formula (OWASP's CSV
+    injection; an adversarial review, 2026-12-06). Numbers keep their sign."""
+    res, recs = results
+    rec = load_record(recs["softmax_h200"])
+    hw = {**rec.hardware, "slug": '=HYPERLINK("http://evil.example","H200")'}
+    path = rk.write(res.parent, rec.model_copy(update={"hardware": hw, "created_utc": "2026-11-30T10:00:00.000000Z"}))
+    rows = list(csv.DictReader(io.StringIO(render(records_table(res), "csv"))))
+    row = next(r for r in rows if r["record"].endswith(path.name))
+    assert row["hardware"].startswith("'=HYPERLINK")
+    assert all(not v.startswith(("=", "+", "@")) for r in rows for v in r.values())

@@ -128,3 +128,19 @@ def test_check_refuses_unsafe_text_with_key_and_line(tree, capsys):
     out = capsys.readouterr().out.splitlines()
     assert out[0] == ("claims/softmax-online.yaml:25: baseline.name: holds U+202E (RIGHT-TO-LEFT OVERRIDE) at "
                       "character 6: invisible or text-reordering characters are not allowed; delete it")
+
+
+@pytest.mark.parametrize(("text", "live"), [
+    ("https://github.com/o/r/blob/main/results/records/x.json", "https://"),
+    ("see www.example.org", "www."), ("WWW.EXAMPLE.ORG", "WWW."), ("mail a@b.co", "@"), ("ftp://x", "ftp://"),
+])
+def test_markdown_leaves_no_autolink(text, live):
+    """GitHub turns a bare URL, `www.` or an address into a live link: a name on the list could carry
+    one beside the number's own record link (an adversarial review, 2026-12-06)."""
+    out = safetext.markdown(text)
+    assert live not in out and "&#" in out, out
+
+
+def test_markdown_keeps_a_plain_path_as_it_is():
+    assert safetext.markdown("results/records/a-b/20261101T000000Z-x-0123456789.json") == \
+        "results/records/a-b/20261101T000000Z-x-0123456789.json"

@@ -8,6 +8,7 @@ from pathlib import Path
 from claimbench.errors import EXIT_FAILED, EXIT_OK
 from claimbench.orchestrator.lock import project_writes
 from claimbench.spec.project import find_root
+from claimbench.spec.safetext import terminal
 
 
 def register(sub) -> None:
@@ -34,9 +35,9 @@ def run(args) -> int:
         report = ingest(root, sources, results, dry_run=args.dry_run, skipped=args.skipped)
     verb = "would ingest" if args.dry_run else "ingested"
     for _src, dest in report.ingested:
-        print(f"{verb} {dest}")
+        print(terminal(f"{verb} {dest}"))
     for p in report.refused:
-        print(p, file=sys.stderr)
+        print(terminal(str(p)), file=sys.stderr)
     done = "to ingest (dry run)" if args.dry_run else "ingested"
     left = f", {len(report.left)} skipped left where they are (no number; --skipped takes them)" if report.left else ""
     print(f"ingest: {len(report.ingested)} {done}, {len(report.present)} already present, "

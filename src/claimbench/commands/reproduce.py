@@ -9,6 +9,7 @@ from pathlib import Path
 from claimbench.errors import EXIT_FAILED, EXIT_OK, UsageError
 from claimbench.extras import require
 from claimbench.spec.project import find_root
+from claimbench.spec.safetext import terminal
 
 
 def register(sub) -> None:
@@ -40,13 +41,13 @@ def run(args) -> int:
     root = find_root(args.root, [args.record])
     results = Path(args.results) if args.results else root / "results" / "runs"
     steps = recipe(rec, shown_path(path, root))
-    print(f"reproducing {rec.claim_id} from {steps.record}")
+    print(terminal(f"reproducing {rec.claim_id} from {steps.record}"))
     for line in steps.lines()[:-1]:
-        print(f"  {line}")
+        print(terminal(f"  {line}"))
     t0 = time.monotonic()
-    say = None if args.quiet else (lambda msg: print(f"[{time.monotonic() - t0:7.1f}s] {msg}", file=sys.stderr, flush=True))
+    say = None if args.quiet else (lambda msg: print(terminal(f"[{time.monotonic() - t0:7.1f}s] {msg}"), file=sys.stderr, flush=True))
     require("run", "claimbench reproduce")
     result = rerun(rec, root, results, timeout_s=args.timeout_s, progress=say)
     for line in result.lines(str(rec.claimed.get("metric", "value"))):
-        print(line)
+        print(terminal(line))
     return EXIT_OK if result.reproduced else EXIT_FAILED

@@ -105,14 +105,14 @@ def _unsafe_text(doc: Document) -> list[Problem]:
             for k, v in value.items():
                 why = safetext.problem(str(k))
                 if why:
-                    out.append(Problem(doc.path, doc.line_of(kp + (k,)), dotted(kp) or "claim", f"key {why}"))
+                    out.append(Problem(doc.path, doc.line_of(kp + (k,)), safetext.plain(dotted(kp) or "claim"), f"key {why}"))
                 stack.append((kp + (k,), v))
         elif isinstance(value, list):
             stack.extend((kp + (i,), v) for i, v in enumerate(value))
         elif isinstance(value, str):
             why = safetext.problem(value)
             if why:
-                out.append(Problem(doc.path, doc.line_of(kp), dotted(kp), why))
+                out.append(Problem(doc.path, doc.line_of(kp), safetext.plain(dotted(kp)), why))  # a key may hold anything
     return sorted(out, key=lambda p: p.line)
 
 
@@ -179,6 +179,7 @@ def semantic(claim: Claim, doc: Document, path: Path, *, root: Path, listing) ->
     for key, ref in impl_refs(claim):
         keypath = tuple(key.split("."))
         refs_ok &= _ref(ref, root, kernels, keypath=keypath, add=add)
+    _names(claim, add)
     _expressions(claim, add)
     _tolerances(claim, add)
     _claimed(claim, add)
@@ -192,6 +193,21 @@ def semantic(claim: Claim, doc: Document, path: Path, *, root: Path, listing) ->
         out.extend(check_kernel_source(root, claim, doc.path))
         task_side_rule(root, claim, add)
     return out
+
+
+# What the list writes between a number's parts, or reads as a link: a side's name holding one could
+# make its line show a second number or link (an adversarial review, 2026-12-06)
+# (links, brackets, pipes and autolinks are escaped where the name is written: `safetext.markdown`)
+_LIST_SYNTAX = ("·", "×", ";")
+
+
+def _names(claim: Claim, add) -> None:
+    for side in ("kernel", "baseline"):
+        name = getattr(claim, side).name
+        found = [t for t in _LIST_SYNTAX if t in name]
+        if found and not safetext.problem(name):  # text that is refused already says so once
+            add((side, "name"), f"holds {found[0]!r}, which the list writes between a number's parts or reads as a "
+                                "link; a name is plain words (e.g. `torch.softmax, eager`)")
 
 
 def _entry(claim: Claim, listing, add) -> None:

@@ -122,12 +122,12 @@ class PublishPlan:
         out += [f"  . {plain(n.entry_key)}: over the per-entry limit, not shown: {at}/{n.record}" for n in self.hidden]
         out += [f"  - {plain(key)}: taken off, no current verified record backs it: {plain(old)}" for key, old in self.cleared]
         out += [f"  - {plain(key)}: took off the number from {plain(link)}" for key, link in self.taken_off]
-        out += [f"  - {r.claim_id} on {plain(r.machine or r.hardware)}: {plain(r.why)} ({at}/{r.record})" for r in self.removed]
-        out += [f"  ! refused {at}/{plain(path)}: {key}: {plain(msg)}" for path, key, msg in self.refused]
-        out += [f"  ! not a record: {at}/{plain(path)}: {why}" for path, why in self.strays]
+        out += [f"  - {plain(r.claim_id)} on {plain(r.machine or r.hardware)}: {plain(r.why)} ({at}/{plain(r.record)})" for r in self.removed]
+        out += [f"  ! refused {at}/{plain(path)}: {plain(key)}: {plain(msg)}" for path, key, msg in self.refused]
+        out += [f"  ! not a record: {at}/{plain(path)}: {plain(why)}" for path, why in self.strays]
         out += [f"  ! ignored {at}/{plain(path)}: {carried_why(f'{at}/{plain(path)}')}" for path in self.carried]
-        out += [f"  ! committed evidence of {cid} changed: {plain(why)}; restore it" for cid, why in self.tampered]
-        out += [f"  ! {p}" for p in self.problems]
+        out += [f"  ! committed evidence of {plain(cid)} changed: {plain(why)}; restore it" for cid, why in self.tampered]
+        out += [f"  ! {plain(str(p))}" for p in self.problems]  # claim keys may hold anything
         out += [f"  . removed {plain(path)}: a temp file of a publish that is no longer running" for path in self.swept]
         return out
 

@@ -49,9 +49,28 @@ def setup() -> None:
     matplotlib.rcParams["font.size"] = FONT_PT + 1
 
 
+def as_text(fig) -> None:
+    """Every title, label, annotation and legend entry of ``fig`` drawn as the text it is: they hold
+    names from claims and records, and `$...$` in one was parsed as mathtext (an unknown macro in a
+    GPU name stopped the site with a traceback; an adversarial review, 2026-12-06). Tick labels that a
+    number formatter writes keep mathtext (the log axes write their powers of ten in it); tick labels
+    given as strings (claim names, sweep values) are text like the rest."""
+    from matplotlib.text import Text
+    from matplotlib.ticker import LogFormatter, ScalarFormatter
+
+    formatted = {id(label) for ax in fig.axes for axis in (ax.xaxis, ax.yaxis)
+                 for ticks, fmt in ((axis.get_major_ticks(), axis.get_major_formatter()),
+                                    (axis.get_minor_ticks(), axis.get_minor_formatter()))
+                 if isinstance(fmt, (LogFormatter, ScalarFormatter)) for tick in ticks for label in (tick.label1, tick.label2)}
+    for t in fig.findobj(Text):
+        if id(t) not in formatted:
+            t.set_parse_math(False)
+
+
 def save(fig, path: Path) -> None:
     import matplotlib.pyplot as plt
 
+    as_text(fig)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, format="svg", metadata={"Date": None}, bbox_inches="tight")
     plt.close(fig)

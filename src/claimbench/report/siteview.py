@@ -200,6 +200,8 @@ def _file_slug(hw: str) -> str:
     machines never share a chart and no name passes the file system's limit (a 300-character
     slug stopped the site)."""
     slug = re.sub(r"[^a-z0-9-]+", "-", hw.lower()).strip("-") or "unknown"
-    if len(slug) <= 60:
+    if len(slug) <= 60 and slug == hw:
         return slug
+    # cleaned or cut: a digest of the whole keeps it apart from the slug it now resembles (a record
+    # saying `nvidia-h200!` drew over the real H200's charts; an adversarial review, 2026-12-06)
     return slug[:51].strip("-") + "-" + hashlib.sha256(hw.encode("utf-8", "surrogatepass")).hexdigest()[:8]

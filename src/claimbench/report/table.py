@@ -107,7 +107,7 @@ def _column(values) -> list[str]:
 def render(df: pd.DataFrame, fmt: str = "md") -> str:
     """md (CI as one column), csv, or json (records, ISO dates)."""
     if fmt == "csv":
-        return df.map(lambda v: plain(v) if isinstance(v, str) else v).to_csv(index=False)
+        return df.map(lambda v: _csv_cell(plain(v)) if isinstance(v, str) else v).to_csv(index=False)
     if fmt == "json":
         return json.dumps(json.loads(df.to_json(orient="records", date_format="iso")), indent=1)
     if fmt != "md":
@@ -123,3 +123,10 @@ def render(df: pd.DataFrame, fmt: str = "md") -> str:
     lines = ["| " + " | ".join(names) + " |", "|" + "---|" * len(names)]
     lines += ["| " + " | ".join(row) + " |" for row in zip(*(columns[n] for n in names))]
     return "\n".join(lines) + "\n"
+
+
+def _csv_cell(text: str) -> str:
+    """A CSV cell a spreadsheet shows as text: one that opens like a formula (`=`, `+`, `-`, `@`, a tab
+    or a carriage return) gets a leading quote, so `=HYPERLINK(...)` from a record is never run (OWASP's
+    CSV injection advice; found by an adversarial review, 2026-12-06). A negative number is not a string."""
+    return "'" + text if text[:1] in ("=", "+", "-", "@", "\t", "\r") else text

@@ -78,15 +78,22 @@ def plain(text: str) -> str:
 
 
 def markdown(text: str) -> str:
-    """`plain`, with Markdown and HTML metacharacters escaped: it reads as the text it is."""
-    if _NOTHING_TO_DO.fullmatch(text):  # most text: a table renders 100,000 record paths
+    """`plain`, with Markdown and HTML metacharacters escaped: it reads as the text it is. GitHub's
+    autolinks are broken too (`://`, `www.`, `@`): a bare URL in a name became a live link on the
+    list, beside the number's own record link (an adversarial review, 2026-12-06)."""
+    if _NOTHING_TO_DO.fullmatch(text) and not _AUTOLINK.search(text):  # most text: 100,000 record paths
         return text
     return _markdown(text)
 
 
+_AUTOLINK = re.compile(r"://|www\.|@", re.IGNORECASE)
+_AUTOLINK_BREAK = {"://": "&#58;//", "@": "&#64;"}
+
+
 @lru_cache(maxsize=4096)
 def _markdown(text: str) -> str:
-    return _MD_RE.sub(lambda m: _MD_ESCAPE[m.group(0)], plain(text))
+    escaped = _MD_RE.sub(lambda m: _MD_ESCAPE[m.group(0)], plain(text))
+    return _AUTOLINK.sub(lambda m: _AUTOLINK_BREAK.get(m.group(0), m.group(0)[:3] + "&#46;"), escaped)
 
 
 def terminal(text: str) -> str:

@@ -8,6 +8,7 @@ import shlex
 from dataclasses import dataclass
 from typing import Optional
 
+from claimbench.store.atcommit import COMMIT
 from claimbench.store.record import Record
 
 HOT_MODE = "measured-hot"
@@ -29,7 +30,7 @@ class Recipe:
 
     def shell(self) -> str:
         """One line to paste into a clone of the project."""
-        steps = [f"git checkout --detach {self.commit}"] if self.commit else []
+        steps = [f"git checkout --detach {shlex.quote(self.commit)}"] if self.commit else []
         steps += ["./scripts/bootstrap.sh", f".venv/bin/{self.run_line}"]
         return " && ".join(steps)
 
@@ -39,7 +40,7 @@ class Recipe:
         if self.commit:
             out.append(f"commit     {self.commit}")
         else:
-            out.append("commit     unknown: the run came from outside a git checkout; the code cannot be recovered")
+            out.append("commit     unknown: the record names no commit hash; the code cannot be recovered")
         out.append(f"run        {self.shell()}")
         if self.commit:
             out.append(f"or         claimbench reproduce {shlex.quote(self.record)}")
@@ -58,7 +59,10 @@ def recipe(rec: Record, shown_path: str) -> Recipe:
     threads, cores = cpu.get("threads_used"), cpu.get("cores")
     if rec.hardware.get("device") == "cpu" and isinstance(threads, int) and isinstance(cores, int) and threads < cores:
         args += ["--threads", str(threads)]
-    return Recipe(rec.git_commit, rec.claim_path, tuple(args), needs(rec), shown_path)
+    # only a commit hash reaches the shell line: a record's `git_commit` of "HEAD; curl ... | sh" was
+    # printed as a command to paste (an adversarial review, 2026-12-06)
+    commit = rec.git_commit if rec.git_commit and COMMIT.fullmatch(rec.git_commit) else None
+    return Recipe(commit, rec.claim_path, tuple(args), needs(rec), shown_path)
 
 
 def needs(rec: Record) -> str:
