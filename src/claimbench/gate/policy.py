@@ -198,7 +198,7 @@ def semantic(claim: Claim, doc: Document, path: Path, *, root: Path, listing) ->
 # What the list writes between a number's parts, or reads as a link: a side's name holding one could
 # make its line show a second number or link (an adversarial review, 2026-12-06)
 # (links, brackets, pipes and autolinks are escaped where the name is written: `safetext.markdown`)
-_LIST_SYNTAX = ("·", "×", ";")
+_LIST_SYNTAX = ("·", "×")  # the list's own separator and the speedup sign (shipped names use `;`)
 
 
 def _names(claim: Claim, add) -> None:
