@@ -52,11 +52,13 @@ def test_a_side_of_another_project_works_in_it_and_writes_only_its_scratch(tmp_p
         with open(tmp_path / "side.log", "wb") as log:
             sides.append(mine := server.spawn("task", cpu_env, log_fd=log.fileno(), max_memory_bytes=None))
             sides.append(theirs := server.spawn("task", cpu_env, log_fd=log.fileno(), max_memory_bytes=None, root=b))
+            sides.append(server.spawn("kernel", cpu_env, log_fd=log.fileno(), max_memory_bytes=None))
         assert os.readlink(f"/proc/{mine.pid}/cwd") == str(a.resolve())
         assert os.readlink(f"/proc/{theirs.pid}/cwd") == str(b.resolve())
         scratches = dict(server.scratches)
-        assert sorted(scratches) == sorted([str(a.resolve()), str(b.resolve())])
-        assert len(set(scratches.values())) == 2 and all(Path(s).is_dir() for s in scratches.values())
+        assert sorted(scratches) == sorted([(str(a.resolve()), "task"), (str(b.resolve()), "task"),
+                                            (str(a.resolve()), "kernel")])
+        assert len(set(scratches.values())) == 3 and all(Path(s).is_dir() for s in scratches.values())
     finally:
         for side in sides:
             side.channel.close()

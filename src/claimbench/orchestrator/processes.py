@@ -34,7 +34,8 @@ class ForkServer:
         self.log = open(log_path, "ab")
         argv = sandbox.wrap([sys.executable, "-m", "claimbench.side.server", str(theirs.fileno())], root)
         self.sandbox, self.root = sandbox, root
-        self.scratches: dict[str, str] = {}  # per project served, made at its first side: a landlock side may write only its own
+        # per project served and per role, made at its first side: a landlock side may write only its own
+        self.scratches: dict[tuple[str, str], str] = {}
         self.proc = subprocess.Popen(argv, pass_fds=(theirs.fileno(),), env=env, cwd=str(root),
                                      stdin=subprocess.DEVNULL, stdout=self.log, stderr=subprocess.STDOUT,
                                      start_new_session=True)
@@ -71,13 +72,18 @@ class ForkServer:
         """Whether the process we started for the server is still running."""
         return self.proc.poll() is None
 
-    def scratch_for(self, root: Path) -> Optional[str]:
-        """The scratch folder of ``root``'s sides under Landlock (made on first use), else None."""
+    def scratch_for(self, root: Path, role: m.Role) -> Optional[str]:
+        """The scratch folder of ``root``'s ``role`` sides under Landlock (made on first use), else None.
+
+        One per role, never shared: a scratch folder holds its side's compiler caches (Triton, Inductor),
+        and with one folder for all three roles the kernel's side compiled the baseline at the claim's
+        shapes and edited the generated code the baseline's side then loaded, running its work four
+        times: 1.76x for a kernel at 0.55x (an adversarial review, 2026-12-06)."""
         if self.sandbox.kind != "landlock":
             return None
-        key = str(Path(root).resolve())
+        key = (str(Path(root).resolve()), role)
         if key not in self.scratches:
-            self.scratches[key] = _scratch(Path(key))
+            self.scratches[key] = _scratch(Path(key[0]))
         return self.scratches[key]
 
     def spawn(self, role: m.Role, env: dict, *, log_fd: int, max_memory_bytes: Optional[int],
@@ -90,7 +96,7 @@ class ForkServer:
             raise ProtocolError(f"a bwrap fork server of {self.root} cannot serve {root}")
         self.wait_ready()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        scratch = self.scratch_for(root)
+        scratch = self.scratch_for(root, role)
         confine = (m.Confine(writable=[scratch, "/dev"], protected=str(root), scratch=scratch)
                    if scratch else None)
         try:
