@@ -195,6 +195,23 @@ def test_unreadable_list_is_one_located_problem(tree):
     assert "unclosed" in problems[0].message
 
 
+def test_a_record_path_outside_the_markers_in_any_syntax_is_a_located_problem(tree):
+    """GitHub renders a raw HTML link, an autolink and a bare URL as links too: outside the regions,
+    any mention of the records folder is a number nobody checks. As code, in prose, it is text."""
+    root, recs = tree
+    rel = recs["transpose_new"].relative_to(root).as_posix()
+    edit_list(root, "hand-written text stays.\n",
+              "hand-written text stays.\n"
+              f'<a href="{rel}">1580 TFLOP/s</a>\n'
+              "  bare https://github.com/o/r/blob/main/results/records/x.json\n"
+              "  and <https://example.org/results/records/y.json>\n"
+              "  records live under `results/records/`, as code\n")
+    problems = run(root)
+    assert [(p.path, p.line, p.key) for p in problems] == [("LIST.md", 13, "list"), ("LIST.md", 14, "list"),
+                                                           ("LIST.md", 15, "list")], [str(p) for p in problems]
+    assert all("outside the markers" in p.message for p in problems)
+
+
 def test_a_record_link_outside_the_markers_is_a_located_problem(tree):
     """A number and its record link on a continuation line, or a reference definition, is not in
     any region, so no region check sees it: audit reports each link into the results folder."""

@@ -21,7 +21,14 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from claimbench.spec.bounded import UnreadableFile, read_text
-from claimbench.spec.listing import Entry, ListError, links_outside_regions, parse_list, read_region
+from claimbench.spec.listing import (
+    Entry,
+    ListError,
+    links_outside_regions,
+    mentions_outside_regions,
+    parse_list,
+    read_region,
+)
 from claimbench.spec.mdscan import link_targets
 from claimbench.spec.problem import Problem
 from claimbench.stats.status import Status
@@ -260,12 +267,18 @@ def _links_outside(text: str, shown: str, *, list_path: Path, results_dir: Path)
     (a URL to the repository's copy, a path from elsewhere)."""
     base, res = list_path.resolve().parent, results_dir.resolve()
     records = f"{results_dir.name}/records/".casefold()
-    return [Problem(shown, line, "list", f"a record link outside the markers: numbers are written only by "
-                    f"claimbench publish, between its markers; remove the link {_printable(target)} and the "
-                    "number with it, then run claimbench publish to write the entry's number")
-            for line, target in links_outside_regions(text)
-            if records in target.casefold() or (not target.startswith("#") and "://" not in target
-                                                and _in_results(target.lstrip("<"), base, res) is not None)]
+    out = [Problem(shown, line, "list", f"a record link outside the markers: numbers are written only by "
+                   f"claimbench publish, between its markers; remove the link {_printable(target)} and the "
+                   "number with it, then run claimbench publish to write the entry's number")
+           for line, target in links_outside_regions(text)
+           if records in target.casefold() or (not target.startswith("#") and "://" not in target
+                                               and _in_results(target.lstrip("<"), base, res) is not None)]
+    seen = {p.line for p in out}
+    return out + [Problem(shown, line, "list", f"names {results_dir.name}/records/ outside the markers (a raw HTML link, "
+                          "a bare URL or text): numbers and their records are written only by claimbench publish, "
+                          f"between its markers; remove it, or write the folder's name as code (`{results_dir.name}/"
+                          "records/`) in prose")
+                  for line in mentions_outside_regions(text, f"{results_dir.name}/records/") if line not in seen]
 
 
 def _printable(link: str, limit: int = 120) -> str:

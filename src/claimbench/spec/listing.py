@@ -271,6 +271,18 @@ def links_outside_regions(text: str) -> list[tuple[int, str]]:
     return out
 
 
+def mentions_outside_regions(text: str, needle: str) -> list[int]:
+    """Lines where ``needle`` appears (any case) outside the marker regions, code spans and fenced code.
+
+    Why: `links_outside_regions` reads Markdown links, but GitHub also renders a raw HTML link
+    (`<a href=...>`), an autolink (`<https://...>`) and a bare URL as links; a mention of the records
+    folder in any of them, or in plain text, outside the regions is a number nobody checks."""
+    lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
+    folded = needle.casefold()
+    return [i + 1 for i, (line, code) in enumerate(zip(lines, _fenced(lines)))
+            if not code and folded in line.casefold() and folded in strip_regions(_blank_code(line)).casefold()]
+
+
 def _norm(s: str) -> str:
     return " ".join(s.split())
 
