@@ -198,34 +198,35 @@ def test_unreadable_list_is_one_located_problem(tree):
 def test_a_record_path_outside_the_markers_in_any_syntax_is_a_located_problem(tree):
     """GitHub renders a raw HTML link, an autolink and a bare URL as links too: outside the regions,
     any mention of the records folder is a number nobody checks. As code, in prose, it is text."""
+    root, rel, problems = _outside(tree, lambda rel: (
+        f'<a href="{rel}">1580 TFLOP/s</a>\n'
+        "  bare https://github.com/o/r/blob/main/results/records/x.json\n"
+        "  and <https://example.org/results/records/y.json>\n"
+        "  records live under `results/records/`, as code\n"))
+    assert [p.line for p in problems] == [13, 14, 15], [str(p) for p in problems]
+    assert all("outside the markers" in p.message for p in problems)
+
+
+def _outside(tree, lines):
+    """The list with ``lines(record path)`` added after line 12, and what audit says of it, all located
+    on LIST.md as list problems."""
     root, recs = tree
     rel = recs["transpose_new"].relative_to(root).as_posix()
-    edit_list(root, "hand-written text stays.\n",
-              "hand-written text stays.\n"
-              f'<a href="{rel}">1580 TFLOP/s</a>\n'
-              "  bare https://github.com/o/r/blob/main/results/records/x.json\n"
-              "  and <https://example.org/results/records/y.json>\n"
-              "  records live under `results/records/`, as code\n")
+    edit_list(root, "hand-written text stays.\n", "hand-written text stays.\n" + lines(rel))
     problems = run(root)
-    assert [(p.path, p.line, p.key) for p in problems] == [("LIST.md", 13, "list"), ("LIST.md", 14, "list"),
-                                                           ("LIST.md", 15, "list")], [str(p) for p in problems]
-    assert all("outside the markers" in p.message for p in problems)
+    assert all((p.path, p.key) == ("LIST.md", "list") for p in problems), [str(p) for p in problems]
+    return root, rel, problems
 
 
 def test_a_record_link_outside_the_markers_is_a_located_problem(tree):
     """A number and its record link on a continuation line, or a reference definition, is not in
     any region, so no region check sees it: audit reports each link into the results folder."""
-    root, recs = tree
-    rel = recs["transpose_new"].relative_to(root).as_posix()
-    edit_list(root, "hand-written text stays.\n",
-              "hand-written text stays.\n"
-              f"1580 TFLOP/s · H200 · fp8 · [record]({rel})\n"
-              "  also [r][1] and [on GitHub](https://github.com/o/r/blob/main/results/records/x.json \"t\")\n"
-              "  shown as code, not a link: `[record](results/records/y.json)`\n\n"
-              "[1]: ./results/records/z.json\n")
-    problems = run(root)
-    assert [(p.path, p.line, p.key) for p in problems] == [("LIST.md", 13, "list"), ("LIST.md", 14, "list"),
-                                                           ("LIST.md", 17, "list")]
+    root, rel, problems = _outside(tree, lambda rel: (
+        f"1580 TFLOP/s · H200 · fp8 · [record]({rel})\n"
+        "  also [r][1] and [on GitHub](https://github.com/o/r/blob/main/results/records/x.json \"t\")\n"
+        "  shown as code, not a link: `[record](results/records/y.json)`\n\n"
+        "[1]: ./results/records/z.json\n"))
+    assert [p.line for p in problems] == [13, 14, 17]
     assert all("a record link outside the markers" in p.message and "claimbench publish" in p.message
                for p in problems)
     assert rel in problems[0].message and "results/records/z.json" in problems[2].message
