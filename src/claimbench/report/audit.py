@@ -109,14 +109,12 @@ def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty:
     from claimbench.store.provenance import carried_state, changed_tracked_records
 
     root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
-    if base is not None:  # a base git does not know is a usage error before any record is read
-        changed_tracked_records(root, results_dir, base=base)
+    tracked = changed_tracked_records(root, results_dir, base=base)  # first: a base git does not know stops here
     carried = carried_state(results_dir)
     cache = cache and not carried  # a cache the clone carries is someone else's word: ignored, and a problem
     paths, strays = scan_tree(results_dir)
     checked, known = audit_records(results_dir, workers=workers, cache=cache, paths=paths,
                                     side=partial(_check_claim_files, root, list_path))
-    tracked = changed_tracked_records(root, results_dir, base=base)
     with paused_gc():  # a million live objects from the records: every collection would walk them all
         problems = _audit_list(root, list_path, results_dir, checked=checked, allow_dirty=allow_dirty,
                                max_per_entry=max_per_entry, cache=cache, known=known,

@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Optional, Union
 
 from claimbench.errors import UsageError
-from claimbench.report.standing import changed_files, future_problem, utc_bound
+from claimbench.report.standing import changed_files, future_problem, lacks_named, utc_bound
 from claimbench.spec.problem import Problem
 from claimbench.store.atcommit import COMMIT, CommitFiles, git_objects
 from claimbench.store.record import (
@@ -231,13 +231,9 @@ class _ClaimsAtCommits:
             return _refuse(c.source, "claim_path", f"{c.rec.claim_path} at commit {commit} {claim}")
         diffs = record_differences(c.rec, claim)
         if not diffs:
-            if c.rec.protocol_version < MIN_PROTOCOL_VERSION:
-                return None
-            missing = sorted(named_files(claim, self.commits.root) - c.rec.source_sha256.keys())  # audit's rule: `standing.unnamed_sources`
-            return None if not missing else _refuse(
-                c.source, "source_sha256", f"lacks {', '.join(missing[:3])}, which {c.rec.claim_path} at commit {commit} "
-                "names: a run records every file its claim names, so this record would never go stale when that file "
-                "changed; edited by hand?")
+            why = lacks_named(named_files(claim, self.commits.root), c.rec.source_sha256, c.rec.protocol_version,
+                              named_by=f"{c.rec.claim_path} at commit {commit}")
+            return None if why is None else _refuse(c.source, "source_sha256", why)
         key, have, claim_says = diffs[0]
         return _refuse(c.source, key, f"the record says {have!r}, but {c.rec.claim_path} at commit {commit} says "
                        f"{claim_says!r}; a record copies its claim exactly: edited by hand?")

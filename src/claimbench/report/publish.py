@@ -38,13 +38,12 @@ from claimbench.report.standing import (  # noqa: F401 (re-exported)
 from claimbench.spec.bounded import read_text
 from claimbench.spec.display import dtype_short, format_number
 from claimbench.spec.listing import Entry, Listing, apply, parse_list, read_region
+from claimbench.spec.mdscan import link_targets
 from claimbench.spec.problem import Problem
 from claimbench.spec.safetext import markdown, plain
 from claimbench.store.atcommit import MEMO_NAME, CommitFiles
 from claimbench.store.index import read_index
 from claimbench.store.summary import Summary
-
-_LINK = re.compile(r"\]\(([^)\s]+)\)")
 
 
 class ListChanged(UserError):
@@ -281,7 +280,7 @@ def _finish(list_path, text, listing, *, numbers, removed, summaries, problems, 
                 cleared.append((entry.key, old[1]))
             else:
                 still = {n.claim_id for n in ns}
-                off += [(entry.key, link) for link in _LINK.findall(old[1] if old else "")
+                off += [(entry.key, link) for _, link in link_targets(old[1] if old else "")
                         if link not in content and _claim_of(link) not in still]
     new_text = apply(text, updates, str(list_path)) if updates else text
     corrupt = tuple(s for s in summaries if not s.ok)

@@ -77,15 +77,22 @@ class ClaimFacts:
 
 
 def unnamed_sources(s: Summary, f: Optional[ClaimFacts]) -> Problems:
-    """A record whose sources lack a file its claim names: the runner hashes every project file the
-    sides load, the claim's own files first, so one missing was removed by hand, and the number would
-    never go stale when that file changed (an adversarial review, 2026-12-06)."""
-    if f is None or s.protocol_version < MIN_PROTOCOL_VERSION or f.files <= s.source_sha256.keys():
-        return []  # an older protocol's record decides no number, and older runners hashed less
-    missing = sorted(f.files - s.source_sha256.keys())
-    return [("source_sha256", f"lacks {', '.join(missing[:3])}{' and more' if len(missing) > 3 else ''}, which "
-                              f"{f.path} names: a run records every file its claim names, so this record would "
-                              "never go stale when that file changed; edited by hand?")]
+    """`lacks_named` of a summary against the claim file it names (audit and publish)."""
+    why = None if f is None else lacks_named(f.files, s.source_sha256, s.protocol_version, named_by=f.path)
+    return [] if why is None else [("source_sha256", why)]
+
+
+def lacks_named(files: frozenset, sources: Mapping[str, str], protocol_version: int, *, named_by: str) -> Optional[str]:
+    """Why a record's sources, lacking a file its claim names, do not stand; None when none is missing.
+    The runner hashes every project file the sides load, the claim's own files first, so one missing
+    was removed by hand, and the number would never go stale when that file changed (an adversarial
+    review, 2026-12-06). Audit, publish and ingest all ask this."""
+    if protocol_version < MIN_PROTOCOL_VERSION or files <= sources.keys():
+        return None  # an older protocol's record decides no number, and older runners hashed less
+    missing = sorted(files - sources.keys())
+    return (f"lacks {', '.join(missing[:3])}{' and more' if len(missing) > 3 else ''}, which {named_by} names: a "
+            "run records every file its claim names, so this record would never go stale when that file changed; "
+            "edited by hand?")
 
 
 @dataclass

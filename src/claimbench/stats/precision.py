@@ -133,12 +133,17 @@ def evidence_fields(protocol_version: int, protocol: Mapping[str, Any], hardware
     """The Evidence fields of these rules, from a record's own fields: where the runner stores
     them (``protocol.device``, ``protocol.machine_load``, ``claimed.max_ci_halfwidth``)."""
     load = protocol.get("machine_load") or {}
-    return dict(protocol_version=protocol_version,
-                device=str(protocol.get("device") or hardware.get("device") or ""),
+    return dict(protocol_version=protocol_version, device=evidence_device(protocol, hardware),
                 max_ci_halfwidth=claimed.get("max_ci_halfwidth"),
                 other_cpu_fraction=load.get("other_cpu_fraction"),
                 other_gpu_processes=load.get("other_gpu_processes"))
 
 
+def evidence_device(protocol: Mapping[str, Any], hardware: Mapping[str, Any]) -> str:
+    """The device these rules hold a record to: where its sides ran (``protocol.device``), else the
+    machine's; audit holds it to the claim's device, since a CPU rule skipped is a rule not applied."""
+    return str(protocol.get("device") or hardware.get("device") or "")
+
+
 __all__ = ["BUSY_CPU_FRACTION", "MAX_CI_HALFWIDTH", "PRECISION_PROTOCOL", "applies", "busy_reason",
-           "default_halfwidth", "evidence_fields", "halfwidth_fraction", "max_halfwidth", "precision_reached"]
+           "default_halfwidth", "evidence_device", "evidence_fields", "halfwidth_fraction", "max_halfwidth", "precision_reached"]

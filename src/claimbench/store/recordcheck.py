@@ -19,6 +19,7 @@ from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
 
 from claimbench.spec.modelglob import glob_any
+from claimbench.stats.precision import evidence_device
 from claimbench.stats.samples import median
 from claimbench.stats.status import Status
 from claimbench.store import auditcache
@@ -81,10 +82,9 @@ def _intrinsic(rec: Record, tomorrow: str) -> list[tuple[str, str]]:
     out = []
     spec, hw = rec.hardware_spec or {}, rec.hardware or {}
     if rec.hardware_match and spec:
-        # the device the verdict's rules read (`precision.evidence_fields`): a CPU claim's record saying
-        # "cuda" skipped the three-process and busy-machine rules
-        proto = rec.protocol if isinstance(rec.protocol, dict) else {}
-        used = str(proto.get("device") or hw.get("device") or "")
+        # the device the verdict's rules read: a CPU claim's record saying "cuda" skipped the
+        # three-process and busy-machine rules
+        used = evidence_device(rec.protocol if isinstance(rec.protocol, dict) else {}, hw)
         if not hw:
             out.append(("hardware", "says it matched its claim's hardware, but names no hardware: a measured record "
                                     "carries the machine it ran on"))
