@@ -104,3 +104,37 @@ def test_landlock_refuses_the_throttle(cheat_root, cheat_servers, monkeypatch):
     landed = os.path.isdir(f"{THROTTLE_GROUP}/landed")
     _remove_throttle_group()
     assert not landed and out.status != S.VERIFIED, (out.status, out.reason)
+
+
+PREPARED = {"params": "{rows: 256, cols: 2000}", "value": "0.01"}  # 0.01: any correct kernel would verify
+
+
+def _timed_checks(out) -> dict:
+    import json
+
+    assert out.record_path is not None, out.reason
+    return json.loads(out.record_path.read_text())["protocol"]["timed_checks"]
+
+
+@pytest.mark.parametrize("name", ["prepare_scaled_answer", "prepare_stash", "prepare_honest"])
+def test_a_kernels_prepare_never_sees_a_timed_calls_inputs(cheat_root, cheat_servers, name):
+    """A kernel's `prepare` ran again, untimed, on every timed call's changed inputs, so it could
+    compute the answer there (verified 1.70x). Now the changes go into the operands it passes
+    through unchanged, and a kernel whose `prepare` passes none through cannot verify."""
+    path = write_claim(cheat_root, name.replace("_", "-"), name, template=SOFTMAX,
+                       kernel_extra=f', prepare: "kernels/cheat/{name}.py:prepare"', **PREPARED)
+    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
+    out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)
+    assert out.status != S.VERIFIED or name == "prepare_honest", out.reason
+    if name == "prepare_stash":  # its kept answer is stale as soon as the passed-through x changes
+        assert out.status == S.REJECTED and "timed" in out.reason, (out.status, out.reason)
+        return
+    checks = _timed_checks(out)
+    if name == "prepare_scaled_answer":  # no input passes through: nothing can change, so verified is blocked
+        assert checks["perturbed"] == 0 and "passes none of its inputs through" in checks["unperturbed"], checks
+        assert out.status in (S.INCONCLUSIVE, S.REFUTED), (out.status, out.reason)
+        assert out.status != S.INCONCLUSIVE or "passes none" in out.reason or out.reason.startswith("machine busy"), out.reason
+    else:  # the honest kernel's answers stay right with its operand changed between timed calls
+        assert out.status in (S.VERIFIED, S.INCONCLUSIVE), (out.status, out.reason)
+        assert checks["perturbed"] > 0 and checks["checked"] > 0 and checks["failed"] == 0, checks
+        assert "unperturbed" not in checks, checks

@@ -43,3 +43,36 @@ def test_a_check_that_compares_nothing_is_rejected_never_passed(cheat_root, chea
     out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)
     assert out.status == Status.REJECTED, (out.status, out.reason)
     assert why in out.reason, out.reason
+
+
+def test_passed_through_finds_each_input_a_prepare_hands_on_unchanged():
+    """The operands the timed rounds may write a change into: same dtype, shape and bytes as an
+    input, laid out contiguously; anything `prepare` transformed, re-laid or re-typed is not one."""
+    import numpy as np
+
+    from claimbench.orchestrator import messages as m
+    from claimbench.orchestrator.session import InputSet
+    from claimbench.orchestrator.trials import passed_through
+
+    x = np.arange(12, dtype=np.float32).reshape(3, 4)
+    w = np.ones((4, 4), dtype=np.float32)
+    items = [m.TensorItem(dtype="float32", shape=[3, 4], nbytes=48, fd=0),
+             m.TensorItem(dtype="float32", shape=[4, 4], nbytes=64, fd=1), m.ScalarItem(value=2)]
+    inputs = InputSet(set_id=1, items=items, raw=[x.view(np.uint8).ravel(), w.view(np.uint8).ravel(), None])
+
+    def buf(dtype: str, shape: list[int], strides: list[int]) -> m.Buffer:
+        return m.Buffer(dtype=dtype, shape=shape, strides=strides, ptr=4096, span_bytes=48, device="cpu", storage=(4096, 48))
+
+    same = buf("float32", [3, 4], [4, 1])
+    raw_x = x.view(np.uint8).ravel().copy()
+    # x handed on as it is (second), w transformed (first): only x passes through
+    assert passed_through(inputs, [buf("float32", [4, 4], [4, 1]), same], [(w * 2).view(np.uint8).ravel(), raw_x]) == {0: 1}
+    # the same bytes in another layout, dtype or shape are not x
+    assert passed_through(inputs, [buf("float32", [3, 4], [1, 3])], [raw_x]) == {}
+    assert passed_through(inputs, [buf("int32", [3, 4], [4, 1])], [raw_x]) == {}
+    assert passed_through(inputs, [buf("float32", [12], [1])], [raw_x]) == {}
+    # one changed element and it is no longer x; two copies of x: the first is the one changed
+    bumped = raw_x.copy()
+    bumped[0] ^= 1
+    assert passed_through(inputs, [same], [bumped]) == {}
+    assert passed_through(inputs, [same, same], [raw_x, raw_x]) == {0: 0}

@@ -193,6 +193,9 @@ def _unchecked(runs: Sequence[ClaimRun]) -> tuple[str, ...]:
     if any(c is None for c in checks) or not sum(c.checked for c in checks if c is not None):
         return ("no timed call's answer was checked against a reference, so the timed calls could have returned "
                 "anything",)
+    why = next((c.unperturbed for c in checks if c is not None and c.unperturbed), "")
+    if why:  # said even where other processes perturbed: each process's timed calls must prove themselves
+        return (why,)
     if not sum(c.perturbed for c in checks if c is not None):
         return ("no input changed between timed calls (the claim's inputs hold no tensor to change), so a kernel "
                 "could have replayed a result it kept; give make_inputs a tensor input",)

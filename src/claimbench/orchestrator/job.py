@@ -69,6 +69,7 @@ class TimedChecks:
     perturbed: int = 0
     calls_per_block: Optional[int] = None   # the kernel's calls per timed block (one process)
     ranks: tuple["TimedChecks", ...] = ()
+    unperturbed: str = ""                   # why no input could change between the kernel's timed calls
 
     def as_record(self) -> dict[str, Any]:
         """The record's `protocol.timed_checks`: the keys this run has."""
@@ -77,6 +78,8 @@ class TimedChecks:
             out["calls_per_block"] = self.calls_per_block
         if self.ranks:
             out["ranks"] = [r.as_record() for r in self.ranks]
+        if self.unperturbed:
+            out["unperturbed"] = self.unperturbed
         return out
 
 

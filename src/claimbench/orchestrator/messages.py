@@ -157,10 +157,15 @@ class Operands(_Msg):
 class Refill(_Msg):
     """Re-derive the operands in place (same addresses): after a new round's contents reached the
     input memfds, or, for a side with `prepare`, after a perturbation (CUDA: `edits` to apply to the
-    device inputs first), so that `prepare` never turns the per-sample perturbation off."""
+    device inputs first), so that `prepare` never turns the per-sample perturbation off.
+
+    ``operands``: the edits index the prepared operands and go into them as they are, with no
+    derivation: the kernel's inputs that its `prepare` passes through unchanged. Its `prepare` then
+    never sees a timed call's inputs, so it cannot compute that call's answer untimed."""
 
     kind: Literal["refill"] = "refill"
     edits: list[Edit] = []
+    operands: bool = False
 
 
 class Call(_Msg):

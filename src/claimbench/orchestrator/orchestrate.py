@@ -225,7 +225,8 @@ def _timed(s: ClaimSession, job: Job, say, *, found: _Found, coord, stop) -> lis
         hooks.finish_round()
     finally:
         found.timed_checks = TimedChecks(checked=hooks.checked, failed=len(hooks.failures), perturbed=hooks.perturbed,
-                                         calls_per_block=timer.calls_per_block.get("kernel", 1))
+                                         calls_per_block=timer.calls_per_block.get("kernel", 1),
+                                         unperturbed=hooks.unperturbed)
     other, wall = census.other_fraction(mark, everyone)
     found.load = MachineLoad(other_cpu_fraction=round(other, 4), cpus=mark.ncpu, wall_s=round(wall, 3))
     found.timing = pair

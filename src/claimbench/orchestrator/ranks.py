@@ -79,7 +79,8 @@ def merge(runs: list[dict], job, nodes: int) -> ClaimRun:
     corr = merge_correctness([r.correctness or Correctness() for r in mine], job.device, job.dtype, rejections=rejections)
     checks = [r.timed_checks for r in mine if r.timed_checks]
     summed = TimedChecks(checked=sum(c.checked for c in checks), failed=sum(c.failed for c in checks),
-                         perturbed=sum(c.perturbed for c in checks), ranks=tuple(checks)) if checks else None
+                         perturbed=sum(c.perturbed for c in checks), ranks=tuple(checks),
+                         unperturbed=next((c.unperturbed for c in checks if c.unperturbed), "")) if checks else None
     nccl = None
     if job.device == "cuda":
         import torch

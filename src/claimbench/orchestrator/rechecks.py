@@ -51,6 +51,7 @@ class Rechecks:
         self.census_problems: list[str] = []
         self.expect_dtypes: Optional[list[str]] = None  # the outputs' dtypes in the correctness trials
         self.stale: set[str] = set()  # prepared sides whose operands must be re-derived before their next call
+        self.operand_edits: list[m.Edit] = []  # for a kernel with `prepare`: changes for its passed-through operands
         timer.hooks = self
 
     # -- rounds ----------------------------------------------------------------------------
@@ -64,6 +65,7 @@ class Rechecks:
         for role in ("kernel", "baseline"):  # fresh memfds, as every trial gets: no address tells them apart
             self.s.give(role, inputs)
         self.stale = set()
+        self.operand_edits = []
         if self.inputs is not None:
             self.s.drop(self.inputs)
         self.inputs, self.edits = inputs, []
@@ -125,20 +127,38 @@ class Rechecks:
         return getattr(self.claim, role).prepare is not None
 
     def before_sample(self, side: str, r: int) -> None:
-        """Perturbs the inputs before a kernel sample; a side with `prepare` re-derives its operands from them
-        (a Refill, untimed) before its next sample."""
+        """Perturbs the inputs before a kernel sample, all untimed: a kernel with `prepare` gets the change
+        written into the operands its `prepare` passed through (its `prepare` never sees a timed call's
+        inputs, or it could compute that call's answer untimed: verified 1.70x, an adversarial review);
+        a baseline with `prepare` re-derives its operands from the changed inputs (a Refill)."""
         if side == "kernel" and self.inputs is not None:
             self._perturb()
+            if self._prepared("kernel") and self.operand_edits:
+                edits, self.operand_edits = self.operand_edits, []
+                self.s.exchange("kernel", m.Refill(edits=edits, operands=True), expect=m.Done)
         if side in self.stale:  # its `prepare` must see the inputs as they are now (untimed)
             self.s.exchange(side, m.Refill(edits=self.take_edits(side) if self.device != "cpu" else []), expect=m.Done)
             self.stale.discard(side)
 
+    @property
+    def unperturbed(self) -> str:
+        """Why no input of the kernel's can change between its timed calls (its `prepare` passes none
+        through unchanged), or ""."""
+        if not self._prepared("kernel") or self.s.passthrough:
+            return ""
+        return ("the kernel's `prepare` passes none of its inputs through unchanged, so no timed call's inputs "
+                "could change without its `prepare` seeing them (untimed, it could compute the answer); pass "
+                "the per-call inputs (activations, queries) through `prepare` as they are")
+
     def _perturb(self) -> None:
         """Change every floating-point input (none: every integer one) for the next kernel sample, in both
-        sides' copies (`perturb.perturbable`)."""
+        sides' copies (`perturb.perturbable`); for a kernel with `prepare`, only the inputs it passes through."""
         assert self.inputs is not None
         kbufs = self.s.operands["kernel"].buffers
-        for i in perturbation.perturbable(self.inputs.items, [b is not None and bool(b.nbytes) for b in kbufs]):
+        kprep = self._prepared("kernel")
+        through = (self.s.passthrough or {}) if kprep else {}
+        usable = [b is not None and bool(b.nbytes) and (not kprep or i in through) for i, b in enumerate(kbufs)]
+        for i in perturbation.perturbable(self.inputs.items, usable):
             it, kbuf = self.inputs.items[i], kbufs[i]
             assert isinstance(it, m.TensorItem) and kbuf is not None
             edit = perturbation.plan_edit(i, it, kbuf.view, rng=self.rng)  # drawn now: after the last call returned
@@ -150,11 +170,14 @@ class Rechecks:
                     perturbation.apply_to_bytes(rbuf.view, edit, size)
             else:
                 perturbation.apply_to_bytes(kbuf.view, edit, size)  # ours mirror theirs: the next edit reads them
-                self.pending["kernel"].append(edit)
+                if not kprep:
+                    self.pending["kernel"].append(edit)
                 self.pending["baseline"].append(edit)
+            if kprep:  # into the operand its `prepare` passed input i through to (our pages mirror it)
+                self.operand_edits.append(edit.model_copy(update={"operand": through[i]}))
             self.edits.append(edit)
             self.perturbed += 1
-        self.stale |= {role for role in ("kernel", "baseline") if self._prepared(role)}
+        self.stale |= {"baseline"} if self._prepared("baseline") else set()
 
     def take_edits(self, side: str) -> list[m.Edit]:
         """The perturbations not yet sent to ``side``, handed over once: a CUDA side applies them itself."""

@@ -69,6 +69,10 @@ class ClaimSession:
         self.sides: dict[str, SideProcess] = {}
         self.pinned_cpus: Optional[frozenset[int]] = None  # kernel's and baseline's CPUs (`--threads`); None: all
         self.operands: dict[str, OwnedOperands] = {}
+        # input index -> the kernel operand its `prepare` passes it through to, unchanged, in every trial
+        # at the claim's own params (trials.py); None until one ran. Only those inputs change between
+        # timed calls of a kernel with `prepare` (rechecks.py).
+        self.passthrough: Optional[dict[int, int]] = None
 
     # -- exchanges -------------------------------------------------------------------------
     def left(self) -> float:

@@ -9,8 +9,9 @@ dropped, stopping); this module gives it a timer whose samples are exchanges wit
 Each round hands both sides fresh buffers (new memfds, new addresses), as each correctness trial
 does, so a timed call cannot be told from a checked one by where its operands live. Before each
 kernel sample the orchestrator changes, in every floating-point input, elements that meet every
-index of every axis (orchestrator/perturb.py; CPU: in the pages it owns, CUDA: sent with the call; a side
-with `prepare` re-derives its operands from them, untimed), reads every kernel output of the round
+index of every axis (orchestrator/perturb.py; CPU: in the pages it owns, CUDA: sent with the call; a
+baseline with `prepare` re-derives its operands from them, untimed; a kernel's go into the operands its
+`prepare` passed through, untimed, and its `prepare` never sees them), reads every kernel output of the round
 while the side is stopped (CPU), and after the round draws which one to check against a fresh
 reference, with the dtype and shape the trials established. Those checks are
 `rechecks.Rechecks`, the protocol's hooks; this module is the timer.

@@ -55,6 +55,9 @@ class CallerSide:
         which `serve` returns as Failed."""
         if isinstance(msg, m.Operands):
             return self._operands(msg, fds), []
+        if isinstance(msg, m.Refill) and msg.operands:
+            self._edit_operands(msg.edits)
+            return m.Done(), []
         if isinstance(msg, m.Refill):
             self._refill(msg.edits)
             return m.Done(), []
@@ -120,6 +123,17 @@ class CallerSide:
                 if isinstance(dst, torch.Tensor):
                     with torch.no_grad():
                         torch.Tensor.copy_(dst, src)
+        self._sync()
+
+    def _edit_operands(self, edits: list) -> None:
+        """The perturbation written into prepared operands that are inputs passed through (no derivation:
+        `prepare` must not see a timed call's inputs)."""
+        for e in edits:
+            t = self.operands[e.operand] if 0 <= e.operand < len(self.operands) else None
+            if not isinstance(t, torch.Tensor) or not torch.Tensor.is_contiguous(t):
+                raise TypeError(f"operand {e.operand} is not a contiguous tensor the edit can go into")
+            with torch.no_grad():
+                tensors.set_elements(t, e)
         self._sync()
 
     # -- calls -----------------------------------------------------------------------------

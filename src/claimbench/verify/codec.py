@@ -74,7 +74,7 @@ def from_bytes(data: bytes | bytearray | memoryview | np.ndarray, dtype: str, sh
     size, store = STORAGE[dtype]
     flat = np.frombuffer(data, dtype=np.uint8) if not isinstance(data, np.ndarray) else data.view(np.uint8).reshape(-1)
     n = int(np.prod(shape)) if shape else 1
-    if strides is None or _contiguous(shape, strides):
+    if strides is None or is_contiguous(shape, strides):
         need = n * size
         if flat.size < need:
             raise CodecError(f"{flat.size} bytes for a {dtype} tensor of shape {tuple(shape)} ({need} needed)")
@@ -98,7 +98,8 @@ def span_bytes(dtype: str, shape: list[int], strides: list[int]) -> int:
     return (1 + sum((d - 1) * s for d, s in zip(shape, strides))) * itemsize(dtype)
 
 
-def _contiguous(shape: list[int], strides: list[int]) -> bool:
+def is_contiguous(shape: list[int], strides: list[int]) -> bool:
+    """Whether ``strides`` (in elements) lay ``shape`` out in C order with no gaps (size-1 axes may have any stride)."""
     expect = 1
     for d, s in zip(reversed(shape), reversed(strides)):
         if d != 1 and s != expect:
