@@ -270,7 +270,7 @@ def test_data_layer_imports_no_gpu_stack_nor_pandas():
     (lambda r: r.model_copy(update={"hardware": {**r.hardware, "gpus": [{**r.hardware["gpus"][0],
                                                                           "name": "NVIDIA A100-SXM4-80GB"}]}}),
      "hardware", "but it ran on NVIDIA A100"),
-    # check_record says "is in the future"; ingest, first, gives audit's own bound: "cannot come from the future"
+    # every command judges a date against its own clock (standing.future_problem): "cannot come from the future"
     (lambda r: r.model_copy(update={"created_utc": "2099-01-01T00:00:00.000000Z"}), "created_utc", "the future"),
     # no hardware block at all skipped the hardware check (an adversarial review, 2026-12-06)
     (lambda r: r.model_copy(update={"hardware": {}}), "hardware", "names no hardware"),
@@ -295,7 +295,9 @@ def test_a_record_its_own_bytes_contradict_is_refused_by_audit_publish_and_inges
     good = rk.build(root, "softmax-online", created="2026-11-20T09:00:00.000000Z", kernel_us=100, baseline_us=300,
                     seed=77, git_commit=head)
     bad = change(good)
-    assert check_record(good) == [] and any(k == key and phrase in m for k, m in check_record(bad)), check_record(bad)
+    assert check_record(good) == []
+    if key != "created_utc":  # a date is judged against each command's own clock, never cached with the bytes
+        assert any(k == key and phrase in m for k, m in check_record(bad)), check_record(bad)
     outside = tmp_path / "artifacts"
     write_record(outside / "good", good)
     write_record(outside / "bad", bad)
@@ -306,6 +308,23 @@ def test_a_record_its_own_bytes_contradict_is_refused_by_audit_publish_and_inges
     plan = publish(root, root / "LIST.md", root / "results", dry_run=True)
     assert path.name not in plan.new_text
     assert any(key in m and path.name in m for m in messages(run(root, cache=False)))
+
+
+def test_a_future_date_is_judged_against_the_clock_of_each_audit_not_the_cache(tree):
+    """A record dated ahead of the clock is refused; once that time has passed it stands, cache or
+    not. The record check (cached by sha256) also refused dates more than a day ahead, against the
+    clock of the run that filled the cache, so a warm audit kept refusing it after the date passed."""
+    from datetime import datetime, timedelta, timezone
+
+    root, _ = tree
+    ahead = datetime.now(timezone.utc) + timedelta(days=2)
+    rec = rk.build(root, "softmax-online", created=ahead.strftime("%Y-%m-%dT%H:%M:%S.000000Z"), kernel_us=100,
+                   baseline_us=300, seed=91)
+    path = rk.write(root, rec)
+    assert any("created_utc" in m and "future" in m and path.name in m for m in messages(run(root)))  # cache filled
+    later = (ahead + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
+    for cache in (True, False):
+        assert not [m for m in messages(run(root, cache=cache, now=later)) if "future" in m], cache
 
 
 def _forge_cache(root, record_path):

@@ -13,7 +13,6 @@ import math
 import os
 import time
 from concurrent.futures import ProcessPoolExecutor
-from datetime import datetime, timedelta, timezone
 from functools import lru_cache
 from pathlib import Path
 from typing import Any, Callable, Iterable, Optional
@@ -27,7 +26,7 @@ from claimbench.store.cachefile import load_json_cache, save_cache
 from claimbench.store.codeprint import code_fingerprint
 from claimbench.store.index import paused_gc
 from claimbench.store.jsonio import canonical_json
-from claimbench.store.record import Record, RecordError, normalized_utc, read_record_bytes, same_value
+from claimbench.store.record import Record, RecordError, read_record_bytes, same_value
 from claimbench.store.summary import Summary, read_summary
 
 REL_TOL = 1e-9
@@ -64,8 +63,7 @@ def check_records(recs: list[Record]) -> list[list[tuple[str, str]]]:
         verdicts = [ev if isinstance(ev, Exception) else next(batch) for ev in evidence]
     except Exception:  # one unreadable record must not hide the others: decide them one by one
         verdicts = [ev if isinstance(ev, Exception) else _decide_or_error(decide, ev) for ev in evidence]
-    tomorrow = (datetime.now(timezone.utc) + timedelta(days=1)).strftime("%Y-%m-%dT%H:%M:%S.%fZ")
-    return [_compare(rec, v, tomorrow) for rec, v in zip(recs, verdicts)]
+    return [_compare(rec, v) for rec, v in zip(recs, verdicts)]
 
 
 def _decide_or_error(decide, ev):
@@ -75,10 +73,11 @@ def _decide_or_error(decide, ev):
         return e
 
 
-def _intrinsic(rec: Record, tomorrow: str) -> list[tuple[str, str]]:
+def _intrinsic(rec: Record) -> list[tuple[str, str]]:
     """What the record's own bytes contradict, whatever its verdict says (issue 25): hardware its
-    claim would not accept, a time after ``tomorrow`` (normalized), medians that are not its
-    samples' medians."""
+    claim would not accept, medians that are not its samples' medians. Nothing here depends on the
+    clock, since the answer is cached by the record's sha256: a date in the future is judged at each
+    check, against the clock of that moment (`standing.future_problem`)."""
     out = []
     spec, hw = rec.hardware_spec or {}, rec.hardware or {}
     if rec.hardware_match and spec:
@@ -109,9 +108,6 @@ def _intrinsic(rec: Record, tomorrow: str) -> list[tuple[str, str]]:
                                     f"{' or '.join(models)}), but it ran on {found}"))
     if rec.sweep_point is not None and (bad := _off_sweep(rec)) is not None:
         out.append(("sweep_point", bad))
-    when = normalized_utc(rec.created_utc)
-    if when is not None and when > tomorrow:  # normalized times compare as strings in time order
-        out.append(("created_utc", f"{rec.created_utc} is in the future; a record is written when its run ends"))
     for name, t in (("kernel", rec.kernel), ("baseline", rec.baseline)):
         if t.samples_us and t.median_us is not None and not _close(t.median_us, mid := median(t.samples_us)):
             out.append((f"{name}.median_us", f"says {t.median_us!r}, but its {len(t.samples_us)} samples' median is "
@@ -142,8 +138,8 @@ def _off_sweep(rec: Record) -> Optional[str]:
     return None
 
 
-def _compare(rec: Record, v, tomorrow: str) -> list[tuple[str, str]]:
-    out = _intrinsic(rec, tomorrow)
+def _compare(rec: Record, v) -> list[tuple[str, str]]:
+    out = _intrinsic(rec)
     verified = rec.verdict == Status.VERIFIED.value
     if rec.published_value is not None and not verified:
         out.append(("published_value", f"set on a {rec.verdict} record; only verified records carry one"))
