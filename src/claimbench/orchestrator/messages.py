@@ -329,7 +329,9 @@ class Done(_Msg):
 class Confine(_Model):
     """What a side confines itself to with Landlock before any claim code loads (machine/landlock.py):
     it may write beneath ``writable`` only, and proves a write beneath ``protected`` (the project)
-    fails; ``scratch`` is where its HOME, TMPDIR and the compilers' caches point."""
+    fails; ``scratch`` is where its HOME, TMPDIR and the compilers' caches point. An empty
+    ``scratch`` (inside bwrap, whose private /tmp the sides share): the side makes a folder of its
+    own there and may write only beneath that one, so no side writes where another reads."""
 
     writable: list[str]
     protected: str

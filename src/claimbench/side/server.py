@@ -110,7 +110,7 @@ def _fork_side(msg, fds: list[int], ctl_fd: int) -> int:
             resource.setrlimit(resource.RLIMIT_AS, (msg.max_memory_bytes, msg.max_memory_bytes))
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
-        confined = _confine(msg.confine) if msg.confine is not None else 0
+        confined = _confine(msg.confine, msg.role) if msg.confine is not None else 0
         from claimbench.side.main import serve
         serve(socket.socket(fileno=chan_fd), msg.role, confined=confined)
     except BaseException:
@@ -131,21 +131,30 @@ def _one_compile_thread() -> None:
         config.compile_threads = 1  # type: ignore[attr-defined]
 
 
-def _confine(spec) -> int:
+def _confine(spec, role: str) -> int:
     """The landlock sandbox, before anything of the claim's loads: caches and temporary files go to
     the run's scratch folder, then the kernel refuses every write elsewhere (machine/landlock.py).
-    A side that cannot confine itself exits here: the record would say it was confined."""
+    Inside bwrap (no scratch given) the side makes its own folder in the sandbox's /tmp first, which
+    the other sides cannot write. A side that cannot confine itself exits here: the record would
+    say it was confined."""
+    import tempfile
+
     from claimbench.machine import landlock
 
+    scratch = spec.scratch
+    try:
+        scratch = scratch or tempfile.mkdtemp(prefix=f"claimbench-{role}-", dir="/tmp")
+    except OSError as e:
+        print(f"the side could not make its scratch folder in /tmp: {e}", file=sys.stderr, flush=True)
+        os._exit(71)
     for key in ("HOME", "TMPDIR", "XDG_CACHE_HOME"):
-        os.environ[key] = spec.scratch
+        os.environ[key] = scratch
     for key, sub in (("TRITON_CACHE_DIR", "triton"), ("TORCHINDUCTOR_CACHE_DIR", "inductor"),
                      ("CUPY_CACHE_DIR", "cupy"), ("CUDA_CACHE_PATH", "nv")):
-        os.environ[key] = os.path.join(spec.scratch, sub)
-    import tempfile
+        os.environ[key] = os.path.join(scratch, sub)
     tempfile.tempdir = None  # read TMPDIR again
     try:
-        return landlock.confine([*spec.writable, f"/proc/{os.getpid()}"], protected=spec.protected)
+        return landlock.confine([*spec.writable, scratch, f"/proc/{os.getpid()}"], protected=spec.protected)
     except landlock.ConfineError as e:
         print(f"the side could not confine itself with Landlock: {e}", file=sys.stderr, flush=True)
         os._exit(71)
