@@ -138,3 +138,17 @@ def test_a_kernels_prepare_never_sees_a_timed_calls_inputs(cheat_root, cheat_ser
         assert out.status in (S.VERIFIED, S.INCONCLUSIVE), (out.status, out.reason)
         assert checks["perturbed"] > 0 and checks["checked"] > 0 and checks["failed"] == 0, checks
         assert "unperturbed" not in checks, checks
+
+
+@pytest.mark.parametrize("name, why", [("prepare_setitem_hook", "not a plain torch.Tensor"),
+                                       ("prepare_mode_hook", "mode active")])
+def test_a_kernels_code_never_runs_while_the_orchestrators_edits_go_in(cheat_root, cheat_servers, name, why):
+    """The edits go into the passed-through operands inside the kernel's process, untimed: an operand
+    of a torch.Tensor subclass (its `__setitem__`) or a torch function mode `prepare` left active saw
+    them there and computed the answer (23.7x, CI 13.8 to 3.3e5, every recheck passed, static rules
+    on: an adversarial review). `prepare` must return plain tensors and leave no mode active."""
+    path = write_claim(cheat_root, name.replace("_", "-"), name, template=SOFTMAX,
+                       kernel_extra=f', prepare: "kernels/cheat/{name}.py:prepare"', **PREPARED)
+    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
+    out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)
+    assert out.status == S.REJECTED and why in out.reason, (out.status, out.reason)

@@ -29,6 +29,7 @@ class CallerSide:
     def __init__(self, load: Callable[[str, str], Callable], msg: m.Load) -> None:
         self.role, self.device = msg.role, msg.device
         self.key = f"{msg.role}.impl"
+        self.depths = mode_depths()  # before any claim code runs: no mode of its own may stay active
         self.fn = load(self.key, msg.refs[self.key])
         prep = msg.refs.get(f"{msg.role}.prepare")
         self.prepare = load(f"{msg.role}.prepare", prep) if prep else None
@@ -106,7 +107,21 @@ class CallerSide:
             return self.inputs
         clones = tuple(torch.Tensor.clone(x) if isinstance(x, torch.Tensor) else x for x in self.inputs)
         got = call_claim_code(f"{self.role}.prepare", self.prepare, clones, kwargs={})
-        return tuple(got) if type(got) in (tuple, list) else (got,)
+        ops = tuple(got) if type(got) in (tuple, list) else (got,)
+        for i, t in enumerate(ops):  # a subclass or an instance attribute runs its code when the harness writes into it
+            if isinstance(t, torch.Tensor) and (type(t) is not torch.Tensor or object.__getattribute__(t, "__dict__")):
+                raise ClaimCodeError(f"{self.role}.prepare", f"{self.role}.prepare: operand {i} is a "
+                                     f"{type(t).__qualname__} or carries attributes, not a plain torch.Tensor",
+                                     verdict="rejected")
+        self._modes_unchanged(f"{self.role}.prepare")
+        return ops
+
+    def _modes_unchanged(self, key: str) -> None:
+        """Claim code left no torch function or dispatch mode active (one would see what the harness
+        does in this process between calls: the edits written into the operands)."""
+        if mode_depths() != self.depths:
+            raise ClaimCodeError(key, f"{key} left a torch function or dispatch mode active (stacks {self.depths} "
+                                 f"when the side started, {mode_depths()} now)", verdict="rejected")
 
     def _refill(self, edits: list) -> None:
         """New contents in the memfds (copy them in), or a perturbation to apply to the device
@@ -128,9 +143,10 @@ class CallerSide:
     def _edit_operands(self, edits: list) -> None:
         """The perturbation written into prepared operands that are inputs passed through (no derivation:
         `prepare` must not see a timed call's inputs)."""
+        self._modes_unchanged(self.key)
         for e in edits:
             t = self.operands[e.operand] if 0 <= e.operand < len(self.operands) else None
-            if not isinstance(t, torch.Tensor) or not torch.Tensor.is_contiguous(t):
+            if type(t) is not torch.Tensor or not torch.Tensor.is_contiguous(t):
                 raise TypeError(f"operand {e.operand} is not a contiguous tensor the edit can go into")
             with torch.no_grad():
                 tensors.set_elements(t, e)
@@ -139,6 +155,7 @@ class CallerSide:
     # -- calls -----------------------------------------------------------------------------
     def _call(self, msg: m.Call) -> m.Called:
         self._release()
+        self._modes_unchanged(self.key)  # one left by an import would see CUDA's edits applied below, untimed
         if msg.edits and self.prepare is not None:
             raise TypeError("a side with prepare takes its perturbation with Refill, so prepare sees it")
         for e in msg.edits:  # CUDA: the orchestrator cannot write device memory; CPU edits are its own

@@ -92,10 +92,10 @@ def set_elements(t: torch.Tensor, edit) -> None:
     """Apply a perturbation (messages.Edit) to a contiguous tensor: its elements' bytes at once."""
     from claimbench.orchestrator.perturb import byte_indices, edit_indices
 
-    es = t.element_size()
+    es = torch.Tensor.element_size(t)
     idx = edit_indices(edit)
     raw = bytes.fromhex(edit.raw)
-    if len(raw) != idx.size * es or (idx.size and (idx.min() < 0 or idx.max() >= t.numel())):
+    if len(raw) != idx.size * es or (idx.size and (idx.min() < 0 or idx.max() >= torch.Tensor.numel(t))):
         raise ValueError(f"an edit of {idx.size} elements does not fit operand {edit.operand}")
     byte_idx = torch.from_numpy(byte_indices(idx, es).copy()).to(t.device)
     flat = torch.Tensor.view(torch.Tensor.reshape(t, -1), torch.uint8)
