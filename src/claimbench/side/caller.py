@@ -146,7 +146,7 @@ class CallerSide:
         self._modes_unchanged(self.key)
         for e in edits:
             t = self.operands[e.operand] if 0 <= e.operand < len(self.operands) else None
-            if type(t) is not torch.Tensor or not torch.Tensor.is_contiguous(t):
+            if not isinstance(t, torch.Tensor) or type(t) is not torch.Tensor or not torch.Tensor.is_contiguous(t):
                 raise TypeError(f"operand {e.operand} is not a contiguous tensor the edit can go into")
             with torch.no_grad():
                 tensors.set_elements(t, e)
