@@ -13,13 +13,18 @@ from claimbench.side import tensors
 from claimbench.verify import codec
 
 
-@pytest.mark.parametrize("shape", [(1,), (7,), (64, 64), (3, 1000), (2, 5, 17, 4), (1, 32, 300, 8)])
-def test_every_index_of_every_axis_is_met(shape):
+@pytest.mark.parametrize("shape", [(1,), (7,), (64, 64), (3, 1000), (2, 5, 17, 4), (1, 32, 300, 8), (64, 32, 128)])
+def test_every_row_and_every_index_of_every_axis_is_met(shape):
+    """Every combination of the leading axes' indices (a decode query's batch x heads rows: before,
+    only max(batch, heads) of them changed, and a kernel recomputed just those heads) and every
+    index of the last axis."""
     idx = perturb.spread(shape, random.Random(1))
     coords = np.unravel_index(idx, shape)
     for axis, size in enumerate(shape):
         assert set(coords[axis].tolist()) == set(range(size)), (shape, axis)
-    assert len(idx) <= max(shape)
+    rows = int(np.prod(shape[:-1]))
+    assert len(set((idx // shape[-1]).tolist())) == rows, shape
+    assert len(idx) <= max(rows, shape[-1])
 
 
 def test_a_long_axis_is_capped_and_still_spread():

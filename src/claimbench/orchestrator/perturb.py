@@ -4,8 +4,8 @@ A timed call must be as fresh as a checked one: a kernel that keeps a copy of it
 recomputes only what changed must pay for the work it claims. One changed element per sample did
 not ensure that (a matmul kernel recomputing one row and one column of its output was verified at
 2.4x). The rule here changes, in every floating-point input, a set of elements that meets every
-index along every axis at least once (a random pairing of the axes' permutations, up to
-MAX_SPREAD elements). The argument (docs/threats.md):
+row (each combination of the leading axes' indices) and every index of the last axis at least
+once (`spread`, up to MAX_SPREAD elements). The argument (docs/threats.md):
 
 - an output element that depends on a whole row, column or slice of an input (a contraction, a
   reduction, attention over keys) has a changed element in that slice, so every such output must
@@ -40,20 +40,33 @@ MAX_SPREAD = m.EDIT_MAX_ELEMENTS  # elements per input per sample: covers every 
 
 
 def spread(shape: Sequence[int], rng: random.Random, cap: int = MAX_SPREAD) -> np.ndarray:
-    """Flat (C-order) indices meeting every index of every axis once, when the longest axis is at
-    most ``cap``; past it, ``cap`` elements still spread over every axis as evenly as the pairing allows."""
+    """Flat (C-order) indices meeting every row (each combination of the leading axes' indices) and
+    every index of the last axis, when there are at most ``cap`` of each; past it, ``cap`` elements on
+    distinct rows or last-axis indices, drawn at random.
+
+    Rows, not each leading axis alone: pairing the axes' permutations with one counter met every
+    index of every axis, but on a decode query of shape (batch, heads, dim) only max(batch, heads)
+    of the batch x heads rows, so a kernel keeping last call's answer recomputed only the heads that
+    changed (9.5x, an adversarial review, 2026-12-06)."""
     dims = [int(d) for d in shape] or [1]
     if any(d == 0 for d in dims):
         return np.zeros(0, dtype=np.int64)
-    n = min(max(dims), cap)
-    seed = rng.getrandbits(63)
-    gen = np.random.default_rng(seed)
-    picks = []
-    for d in dims:
-        perm = gen.permutation(d)
-        picks.append(perm[np.arange(n) % d] if d <= n else perm[:n])
-    flat = np.ravel_multi_index(tuple(picks), dims)
-    return np.unique(flat.astype(np.int64))
+    last = dims[-1]
+    rows = 1
+    for d in dims[:-1]:
+        rows *= d
+    n = min(max(rows, last), cap)
+    gen = np.random.default_rng(rng.getrandbits(63))
+    row = _cycle(gen, rows, n)
+    col = _cycle(gen, last, n)
+    return np.unique(row * last + col)
+
+
+def _cycle(gen: np.random.Generator, size: int, n: int) -> np.ndarray:
+    """``n`` indices below ``size``: a random permutation repeated when ``size <= n``, else ``n`` distinct ones."""
+    if size <= n:
+        return gen.permutation(size).astype(np.int64)[np.arange(n) % size]
+    return gen.choice(size, size=n, replace=False).astype(np.int64)
 
 
 def new_values(current: np.ndarray, dtype: str) -> np.ndarray:
