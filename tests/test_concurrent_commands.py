@@ -107,3 +107,35 @@ def test_an_edit_saved_during_a_confined_run_stays_and_is_not_blamed_on_the_clai
     assert "changed files they must not touch" not in said, said
     assert not (root / "results" / ".quarantine").exists()
     assert run.returncode in (0, 1), said
+
+
+def test_an_edit_saved_during_a_confined_run_of_two_ranks_stays(tmp_path):
+    """The same for a claim of two ranks, whose sides are confined as one process's are: the run held
+    it to the unconfined rule, put back every file of the project changed while it ran and
+    quarantined the edit (seen 2026-12-06: the shipped NCCL and tensor-parallel claims, checked as
+    test items in a checkout, put back source files edited meanwhile)."""
+    from claimbench.machine import landlock
+    from claimbench.machine.detect import detect
+    from claimbench.options import RunOptions
+    from claimbench.runner import run_one
+
+    if landlock.abi() < 1 and not shutil.which("bwrap"):
+        import pytest
+        pytest.skip("neither Landlock nor bubblewrap here: the run cannot tell the claim's writes from yours")
+    root = tmp_path / "dist"
+    shutil.copytree(Path(__file__).parent / "fixtures" / "distributed", root)
+    (root / "notes.md").write_text("before the run\n")
+    edited: list[str] = []
+
+    def progress(msg: str) -> None:
+        if "starting its processes" in msg and not edited:  # after the run's census of the project
+            (root / "notes.md").write_text("edited while the claim ran\n")
+            (root / "new.txt").write_text("saved meanwhile\n")
+            edited.append(msg)
+
+    out = run_one(root / "claims" / "allreduce-gloo.yaml", root, detect(root, with_gpu=False),
+                  opts=RunOptions(results=tmp_path / "results", correctness_only=True, threads=1, progress=progress))
+    assert edited, out.reason
+    assert (root / "notes.md").read_text() == "edited while the claim ran\n", out.reason
+    assert (root / "new.txt").is_file(), out.reason
+    assert "must not touch" not in out.reason and not (tmp_path / "results" / ".quarantine").exists(), out.reason
