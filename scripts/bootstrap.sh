@@ -95,4 +95,16 @@ if [ "${installed_now:-0}" = 1 ]; then
          "this Python and stay uncompiled (Python could not import them either): $(printf '%s\n' "$failed" | grep -m1 '^\*\*\*')" >&2
   fi
 fi
+# The sandbox `claimbench run` prefers (README, "How a run is isolated"): installed where this script
+# can (as root, with apt-get, once; CLAIMBENCH_NO_SYSTEM_PACKAGES=1 leaves the system alone), else
+# one line says how. Without it, Landlock confines each side where the kernel has it.
+if ! command -v bwrap >/dev/null 2>&1 && [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null 2>&1 \
+    && [ -z "${CLAIMBENCH_NO_SYSTEM_PACKAGES:-}" ]; then
+  echo "bootstrap: installing bubblewrap, the sandbox claims run in (apt-get; CLAIMBENCH_NO_SYSTEM_PACKAGES=1 skips this)" >&2
+  # bounded: a machine without its package mirrors must not hang here
+  { DEBIAN_FRONTEND=noninteractive timeout 120 apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null 2>&1 \
+    || { timeout 120 apt-get update -qq >/dev/null 2>&1 \
+         && DEBIAN_FRONTEND=noninteractive timeout 120 apt-get install -y -qq --no-install-recommends bubblewrap >/dev/null 2>&1; }; } \
+    || echo "bootstrap: apt-get could not install bubblewrap" >&2
+fi
 command -v bwrap >/dev/null 2>&1 || echo "bootstrap: no bubblewrap: claims run confined by Landlock where the kernel has it (Linux 5.13+), else unsandboxed; claimbench run says which (as root: apt-get install bubblewrap)" >&2
