@@ -152,3 +152,16 @@ def test_a_kernels_code_never_runs_while_the_orchestrators_edits_go_in(cheat_roo
     opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
     out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)
     assert out.status == S.REJECTED and why in out.reason, (out.status, out.reason)
+
+
+@pytest.mark.xfail(strict=True, reason="open (docs/threats.md): sparse per-call changes let work linear in its "
+                                       "inputs be updated instead of redone; inputs new in every element are the fix")
+def test_a_matmul_applying_the_changes_instead_of_multiplying_is_not_measured_faster(cheat_root, cheat_servers):
+    """A kernel that keeps its last A, B and C and applies each sample's changes (O(n^2) for an
+    O(n^3) product) answers right every time; it must still not look faster than the honest
+    matmul. When this passes, the hole is closed: drop the xfail."""
+    path = write_claim(cheat_root, "delta-matmul", "delta_matmul", template=MATMUL, value="1.5")
+    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
+    out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)
+    assert out.status != S.VERIFIED, out.reason
+    assert out.value is None or out.value < 1.5 * 0.95, (out.status, out.reason)
