@@ -13,18 +13,25 @@ from claimbench.side import tensors
 from claimbench.verify import codec
 
 
-@pytest.mark.parametrize("shape", [(1,), (7,), (64, 64), (3, 1000), (2, 5, 17, 4), (1, 32, 300, 8), (64, 32, 128)])
-def test_every_row_and_every_index_of_every_axis_is_met(shape):
-    """Every combination of the leading axes' indices (a decode query's batch x heads rows: before,
-    only max(batch, heads) of them changed, and a kernel recomputed just those heads) and every
-    index of the last axis."""
+@pytest.mark.parametrize("shape", [(1,), (7,), (64, 64), (3, 1000), (2, 5, 17, 4), (1, 32, 300, 8), (64, 32, 128),
+                                   (2, 8, 4096, 128)])
+def test_every_index_of_every_axis_and_every_leading_combination_is_met(shape):
+    """Every index of every axis, and every combination of the leading axes up to the budget: a
+    decode query's batch x heads rows (before, only max(batch, heads) of them changed, and a kernel
+    recomputed just those heads), a KV cache's batch x heads, never more elements than the larger
+    of those and the longest axis (a checked sample's edits must fit the channel's frame)."""
     idx = perturb.spread(shape, random.Random(1))
     coords = np.unravel_index(idx, shape)
     for axis, size in enumerate(shape):
         assert set(coords[axis].tolist()) == set(range(size)), (shape, axis)
-    rows = int(np.prod(shape[:-1]))
-    assert len(set((idx // shape[-1]).tolist())) == rows, shape
-    assert len(idx) <= max(rows, shape[-1])
+    k, rows = 0, 1
+    while k < len(shape) - 1 and rows * shape[k] <= perturb.ROWS_BUDGET:
+        rows, k = rows * shape[k], k + 1
+    lead = np.ravel_multi_index(coords[:k], shape[:k]) if k else np.zeros(len(idx), dtype=np.int64)
+    assert len(set(lead.tolist())) == rows, shape
+    assert len(idx) <= max(rows, *shape)
+    if shape == (64, 32, 128):
+        assert rows == 64 * 32
 
 
 def test_a_long_axis_is_capped_and_still_spread():

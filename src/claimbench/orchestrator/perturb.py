@@ -4,7 +4,7 @@ A timed call must be as fresh as a checked one: a kernel that keeps a copy of it
 recomputes only what changed must pay for the work it claims. One changed element per sample did
 not ensure that (a matmul kernel recomputing one row and one column of its output was verified at
 2.4x). The rule here changes, in every floating-point input, a set of elements that meets every
-row (each combination of the leading axes' indices) and every index of the last axis at least
+index of every axis and every combination of the leading axes' indices, up to a budget, at least
 once (`spread`, up to MAX_SPREAD elements). The argument (docs/threats.md):
 
 - an output element that depends on a whole row, column or slice of an input (a contraction, a
@@ -39,27 +39,34 @@ from claimbench.verify import codec
 MAX_SPREAD = m.EDIT_MAX_ELEMENTS  # elements per input per sample: covers every axis of every shipped claim's inputs
 
 
-def spread(shape: Sequence[int], rng: random.Random, cap: int = MAX_SPREAD) -> np.ndarray:
-    """Flat (C-order) indices meeting every row (each combination of the leading axes' indices) and
-    every index of the last axis, when there are at most ``cap`` of each; past it, ``cap`` elements on
-    distinct rows or last-axis indices, drawn at random.
+ROWS_BUDGET = 1 << 12  # index combinations of the leading axes met in full (more would swell the per-sample edits)
 
-    Rows, not each leading axis alone: pairing the axes' permutations with one counter met every
-    index of every axis, but on a decode query of shape (batch, heads, dim) only max(batch, heads)
-    of the batch x heads rows, so a kernel keeping last call's answer recomputed only the heads that
-    changed (9.5x, an adversarial review, 2026-12-06)."""
+
+def spread(shape: Sequence[int], rng: random.Random, cap: int = MAX_SPREAD) -> np.ndarray:
+    """Flat (C-order) indices meeting every index of every axis, and every combination of indices
+    of the longest run of leading axes (the last axis aside) that has at most ROWS_BUDGET of them,
+    when none of these counts exceeds ``cap``; past it, ``cap`` elements on distinct indices.
+
+    Combinations, not each leading axis alone: pairing every axis's permutation with one counter met
+    every index of every axis but, on a decode query of shape (batch, heads, dim), only
+    max(batch, heads) of the batch x heads rows, so a kernel keeping its last answer recomputed only
+    the heads that changed (9.5x, an adversarial review, 2026-12-06). Every combination of all the
+    leading axes would be 32,768 elements a sample on a (2, 8, 4096, 128) KV cache, and the
+    edits a checked sample's reference carries outgrew the channel's frame; the budget keeps a
+    sample's count at the longest axis there, as before."""
     dims = [int(d) for d in shape] or [1]
     if any(d == 0 for d in dims):
         return np.zeros(0, dtype=np.int64)
-    last = dims[-1]
-    rows = 1
-    for d in dims[:-1]:
-        rows *= d
-    n = min(max(rows, last), cap)
+    k, rows = 0, 1
+    while k < len(dims) - 1 and rows * dims[k] <= ROWS_BUDGET:
+        rows *= dims[k]
+        k += 1
+    n = min(max([rows, *dims]), cap)
     gen = np.random.default_rng(rng.getrandbits(63))
-    row = _cycle(gen, rows, n)
-    col = _cycle(gen, last, n)
-    return np.unique(row * last + col)
+    lead = np.unravel_index(_cycle(gen, rows, n), dims[:k]) if k else ()
+    rest = tuple(_cycle(gen, d, n) for d in dims[k:])
+    flat = np.ravel_multi_index((*lead, *rest), dims)
+    return np.unique(flat.astype(np.int64))
 
 
 def _cycle(gen: np.random.Generator, size: int, n: int) -> np.ndarray:

@@ -2,7 +2,8 @@
 
 `Rechecks` is `timing.measure_pair`'s set of hooks (the timer is `timed.RemoteTimer`). Each round
 hands both sides fresh buffers, so a timed call cannot be told from a checked one by where its
-operands live; before each kernel sample elements meeting every row and every index of every axis change
+operands live; before each kernel sample elements meeting every index of every axis (and every
+combination of the leading axes' indices, up to a budget) change
 in every floating-point input (orchestrator/perturb.py), so a result cannot be reused; every kernel
 output of the round is read while the side is stopped (CPU), and afterwards one is drawn at random
 and checked against a fresh reference with the dtype and shape the correctness trials established.

@@ -7,7 +7,7 @@ outputs fitted in twice the cache, where no memory floor applies. The byte count
 against the tensors instead, whatever the cache:
 
 - an input is *unread* when no change to it changes the reference's outputs: the orchestrator
-  changes it in elements that meet every row and every index of every axis (the timed rounds' own perturbation,
+  changes it in elements that meet every index of every axis (the timed rounds' own perturbation,
   `orchestrator/perturb.py`), then, if nothing changed, sets those elements to a large positive and then a
   large negative value (so a max, a min, a threshold or a routing decision sees them); the
   reference is the claim's own float64 function, run by the task side on a copy;
