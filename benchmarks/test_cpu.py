@@ -18,6 +18,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -123,6 +124,7 @@ def main() -> None:
     proc.wait()
     done.set()
     poller.join()
+    shutil.rmtree(work, ignore_errors=True)  # its plugin and the workers' current-test files
     wall = time.monotonic() - t0
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
     print(out.strip().splitlines()[-1] if out.strip() else "(no output)")
