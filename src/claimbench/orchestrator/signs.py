@@ -13,6 +13,8 @@ task side before a reference) draws the same bytes from numpy's PCG64.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
 import numpy as np
 
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
@@ -30,4 +32,13 @@ def sign_bits(seed: int, n: int, size: int) -> np.ndarray:
 def flip_bytes(view: np.ndarray, seed: int, size: int) -> None:
     """Flip the chosen elements' signs in a uint8 view of a C-order input of ``size``-byte elements."""
     words = view.view(_UNSIGNED[size])
-    np.bitwise_xor(words, sign_bits(seed, words.size, size), out=words)
+    np.bitwise_xor(words, _last_bits(seed, words.size, size), out=words)
+
+
+@lru_cache(maxsize=1)
+def _last_bits(seed: int, n: int, size: int) -> np.ndarray:
+    """`sign_bits`, kept for the next call: on CPU the orchestrator writes each edit into the
+    kernel's pages, then into the baseline's, and drawing the mask is most of the cost."""
+    bits = sign_bits(seed, n, size)
+    bits.flags.writeable = False
+    return bits
