@@ -33,8 +33,7 @@ CASES = {
     "incremental_matmul": (MATMUL, {}, {S.REFUTED, S.INCONCLUSIVE, S.REJECTED}),
     "prepare_fingerprint": (SOFTMAX, {"params": "{rows: 256, cols: 2000}",
                                       "kernel_extra": ', prepare: "kernels/cheat/prepare_fingerprint.py:prepare"'},
-                            # its fingerprint changes with the signs flipped every sample: it does the work
-                            {S.REJECTED, S.INCORRECT, S.REFUTED, S.INCONCLUSIVE}),
+                            {S.REJECTED, S.INCORRECT}),
     "timed_dtype": (MASK, {}, {S.REJECTED, S.INCORRECT}),
     # result reuse where no input is floating-point: the integer inputs change too (perturb.perturbable)
     "int_replay": (INT_MATMUL, {}, {S.REJECTED}),  # its replays answer for inputs that changed
@@ -172,11 +171,12 @@ def test_a_kernels_code_never_runs_while_the_orchestrators_edits_go_in(cheat_roo
     assert out.status == S.REJECTED and why in out.reason, (out.status, out.reason)
 
 
+@pytest.mark.xfail(strict=True, reason="open (docs/threats.md): sparse per-call changes let work linear in its "
+                                       "inputs be updated instead of redone; inputs new in every element are the fix")
 def test_a_matmul_applying_the_changes_instead_of_multiplying_is_not_measured_faster(cheat_root, cheat_servers):
     """A kernel that keeps its last A, B and C and applies each sample's changes (O(n^2) for an
-    O(n^3) product) answered right every time and was verified at 1.81x [1.72, 1.90] while the
-    changes were sparse. Every sample now also flips the signs of a random half of every
-    floating-point input (orchestrator/signs.py), so there is nothing to reuse: refuted, 0.49x."""
+    O(n^3) product) answers right every time; it must still not look faster than the honest
+    matmul. When this passes, the hole is closed: drop the xfail."""
     path = write_claim(cheat_root, "delta-matmul", "delta_matmul", template=MATMUL, value="1.5")
     opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
     out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)

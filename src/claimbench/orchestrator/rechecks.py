@@ -53,7 +53,6 @@ class Rechecks:
         self.expect_dtypes: Optional[list[str]] = None  # the outputs' dtypes in the correctness trials
         self.stale: set[str] = set()  # prepared sides whose operands must be re-derived before their next call
         self.operand_edits: list[m.Edit] = []  # for a kernel with `prepare`: changes for its passed-through operands
-        self.signed: dict[int, bool] = {}  # per input of the round: does it hold negative values (signs.py flips those)
         timer.hooks = self
 
     # -- rounds ----------------------------------------------------------------------------
@@ -68,7 +67,6 @@ class Rechecks:
             self.s.give(role, inputs)
         self.stale = set()
         self.operand_edits = []
-        self.signed = {}
         if self.inputs is not None:
             self.s.drop(self.inputs)
         self.inputs, self.edits = inputs, []
@@ -162,10 +160,9 @@ class Rechecks:
         through = (self.s.passthrough or {}) if kprep else {}
         usable = [b is not None and bool(b.nbytes) and (not kprep or i in through) for i, b in enumerate(kbufs)]
         for i in perturbation.perturbable(self.inputs.items, usable):
-            it, kbuf, pristine = self.inputs.items[i], kbufs[i], self.inputs.raw[i]
-            assert isinstance(it, m.TensorItem) and kbuf is not None and pristine is not None
-            edit = perturbation.plan_edit(i, it, kbuf.view, rng=self.rng,  # drawn now: after the last call returned
-                                          flip=self.signed.setdefault(i, perturbation.signed(it, pristine)))
+            it, kbuf = self.inputs.items[i], kbufs[i]
+            assert isinstance(it, m.TensorItem) and kbuf is not None
+            edit = perturbation.plan_edit(i, it, kbuf.view, rng=self.rng)  # drawn now: after the last call returned
             size = codec.itemsize(it.dtype)
             if self.device == "cpu":  # our own pages: the side takes no part
                 for role in ("kernel", "baseline"):
