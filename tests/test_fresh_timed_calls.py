@@ -126,6 +126,18 @@ def test_landlock_refuses_the_throttle(cheat_root, cheat_servers, monkeypatch):
 PREPARED = {"params": "{rows: 256, cols: 2000}", "value": "0.01"}  # 0.01: any correct kernel would verify
 
 
+def _run_prepared(root, servers, name: str):
+    """The softmax claim around fixture ``name`` with its own `prepare`, run through the runner."""
+    path = write_claim(root, name.replace("_", "-"), name, template=SOFTMAX,
+                       kernel_extra=f', prepare: "kernels/cheat/{name}.py:prepare"', **PREPARED)
+    return _run_short(root, servers, path)
+
+
+def _run_short(root, servers, path):
+    opts = RunOptions(results=root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
+    return run_one(path, root, detect(root), opts=opts, servers=servers)
+
+
 def _timed_checks(out) -> dict:
     import json
 
@@ -138,10 +150,7 @@ def test_a_kernels_prepare_never_sees_a_timed_calls_inputs(cheat_root, cheat_ser
     """A kernel's `prepare` ran again, untimed, on every timed call's changed inputs, so it could
     compute the answer there (verified 1.70x). Now the changes go into the operands it passes
     through unchanged, and a kernel whose `prepare` passes none through cannot verify."""
-    path = write_claim(cheat_root, name.replace("_", "-"), name, template=SOFTMAX,
-                       kernel_extra=f', prepare: "kernels/cheat/{name}.py:prepare"', **PREPARED)
-    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
-    out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)
+    out = _run_prepared(cheat_root, cheat_servers, name)
     assert out.status != S.VERIFIED or name == "prepare_honest", out.reason
     if name == "prepare_stash":  # its kept answer is stale as soon as the passed-through x changes
         assert out.status == S.REJECTED and "timed" in out.reason, (out.status, out.reason)
@@ -164,10 +173,7 @@ def test_a_kernels_code_never_runs_while_the_orchestrators_edits_go_in(cheat_roo
     of a torch.Tensor subclass (its `__setitem__`) or a torch function mode `prepare` left active saw
     them there and computed the answer (23.7x, CI 13.8 to 3.3e5, every recheck passed, static rules
     on: an adversarial review). `prepare` must return plain tensors and leave no mode active."""
-    path = write_claim(cheat_root, name.replace("_", "-"), name, template=SOFTMAX,
-                       kernel_extra=f', prepare: "kernels/cheat/{name}.py:prepare"', **PREPARED)
-    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
-    out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)
+    out = _run_prepared(cheat_root, cheat_servers, name)
     assert out.status == S.REJECTED and why in out.reason, (out.status, out.reason)
 
 
@@ -177,8 +183,7 @@ def test_a_matmul_applying_the_changes_instead_of_multiplying_is_not_measured_fa
     """A kernel that keeps its last A, B and C and applies each sample's changes (O(n^2) for an
     O(n^3) product) answers right every time; it must still not look faster than the honest
     matmul. When this passes, the hole is closed: drop the xfail."""
-    path = write_claim(cheat_root, "delta-matmul", "delta_matmul", template=MATMUL, value="1.5")
-    opts = RunOptions(results=cheat_root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
-    out = run_one(path, cheat_root, detect(cheat_root), opts=opts, servers=cheat_servers)
+    out = _run_short(cheat_root, cheat_servers,
+                     write_claim(cheat_root, "delta-matmul", "delta_matmul", template=MATMUL, value="1.5"))
     assert out.status != S.VERIFIED, out.reason
     assert out.value is None or out.value < 1.5 * 0.95, (out.status, out.reason)

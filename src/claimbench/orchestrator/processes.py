@@ -104,7 +104,7 @@ class ForkServer:
         scratch = self.scratch_for(root, role)
         if scratch:
             confine: Optional[m.Confine] = m.Confine(writable=["/dev"], protected=str(root), scratch=scratch)
-        elif self.sandbox.kind == "bwrap" and self.landlock_inside:  # a folder of its own in bwrap's shared /tmp
+        elif self.landlock_inside:  # a folder of its own in bwrap's shared /tmp
             confine = m.Confine(writable=["/dev"], protected=str(root), scratch="")
         else:
             confine = None
