@@ -22,9 +22,13 @@ RECORD_SCHEMAS_AS_STORED: Final = (2, 3, 4)
 # How a number was measured. 2: per-sample perturbation, CPU calls timed alone from 50 us;
 # 3: pinned host allocator; 4: the judge and the clock out of the kernel's process (orchestrator,
 # task/kernel/baseline sides), CI precision and machine load part of `verified`, rounds until the
-# CI is narrow enough; 5: a CPU number needs three processes (--repeat defaults to 3 on a CPU).
-PROTOCOL_VERSION: Final = 5
-MIN_PROTOCOL_VERSION: Final = 4  # publish shows no number measured under an older protocol
+# CI is narrow enough; 5: a CPU number needs three processes (--repeat defaults to 3 on a CPU);
+# 6: every timed sample's floating-point inputs have the signs of a random half of their elements
+# flipped (orchestrator/signs.py), and a CPU sample starts with its inputs read back to memory
+# (orchestrator/sweep.py). The minimum is 6: under 5 a kernel updating its last answer with the
+# sample's sparse changes was verified (1.81x, `delta_matmul`), so no older number is trusted.
+PROTOCOL_VERSION: Final = 6
+MIN_PROTOCOL_VERSION: Final = 6  # publish shows no number measured under an older protocol
 
 # results/index.jsonl, one Summary per record. 4: cheaper record checks (copy digest over a list);
 # 5: protocol.sandbox, for the `no sandbox` label; 6: floor_us, for the `no floor` label;
@@ -33,5 +37,6 @@ MIN_PROTOCOL_VERSION: Final = 4  # publish shows no number measured under an old
 # 9: a float spelled "NaN" or "Infinity", or a time or name with a digit that is not ASCII, is unreadable.
 INDEX_VERSION: Final = 9
 
-# The messages between the orchestrator and its sides (orchestrator/messages.py). 1: first.
-WIRE_VERSION: Final = 1
+# The messages between the orchestrator and its sides (orchestrator/messages.py). 1: first;
+# 2: `Edit.signs`, the seed of a sample's sign flip.
+WIRE_VERSION: Final = 2

@@ -38,7 +38,7 @@ def test_a_message_and_its_descriptors_arrive_together():
 
 
 @pytest.mark.parametrize("body", [b'{"kind": "called"}', b'{"kind": "verdict", "value": "verified"}',
-                                  b'{"v": 1, "kind": "pong", "extra": 1}', b"not json", b'{"v": 2, "kind": "pong"}'])
+                                  b'{"v": 1, "kind": "pong", "extra": 1}', b"not json", b'{"v": 3, "kind": "pong"}'])
 def test_malformed_or_unknown_messages_are_protocol_errors(body):
     ours, _, raw = _pair()
     raw.sendall(struct.pack(">I", len(body)) + body)

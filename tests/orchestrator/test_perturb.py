@@ -97,3 +97,34 @@ def test_integer_inputs_change_only_where_no_input_is_floating_point():
     assert perturb.perturbable(mixed, [True, True, False, True]) == [0, 3]
     assert perturb.perturbable([item("int32"), item("bool"), item("int64")], [True, True, False]) == [0, 1]
     assert perturb.perturbable([item("float32")], [False]) == []
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64", "float8_e4m3fn"])
+def test_a_floating_point_edit_flips_about_half_the_signs_everywhere_and_the_sides_agree(dtype):
+    """The dense part (orchestrator/signs.py): a kernel keeping its last answer cannot apply a
+    sparse change to it (a matmul: dA B + A dB) when every element may have changed. The bytes the
+    orchestrator writes and the tensor a side edits end the same."""
+    t = torch.randn(64, 96).to(getattr(torch, dtype))
+    raw = t.contiguous().view(torch.uint8).numpy().reshape(-1).copy()
+    item = m.TensorItem(dtype=dtype, shape=[64, 96], nbytes=raw.size, fd=0)
+    assert perturb.signed(item, raw)
+    edit = perturb.plan_edit(0, item, raw, rng=random.Random(7), flip=True)
+    assert edit.signs is not None
+    perturb.apply_to_bytes(raw, edit, codec.itemsize(dtype))
+    side = t.clone()
+    tensors.set_elements(side, edit)
+    assert np.array_equal(side.contiguous().view(torch.uint8).numpy().reshape(-1), raw)
+    flipped = (torch.signbit(side.float()) != torch.signbit(t.float())).float()
+    assert 0.4 < flipped.mean().item() < 0.6
+    assert flipped.reshape(64, 96).sum(dim=1).min().item() > 0  # every row changed in many places
+
+
+def test_no_sign_flips_an_integer_or_a_non_negative_input():
+    """An input with no negative value may mean something a sign would break (a scale, a length);
+    an integer one has no sign to flip."""
+    raw = np.arange(40, dtype=np.int32).view(np.uint8).copy()
+    item = m.TensorItem(dtype="int32", shape=[40], nbytes=raw.size, fd=0)
+    assert not perturb.signed(item, raw)
+    assert perturb.plan_edit(0, item, raw, rng=random.Random(8), flip=True).signs is None
+    pos = torch.rand(40).numpy().view(np.uint8).copy()
+    assert not perturb.signed(m.TensorItem(dtype="float32", shape=[40], nbytes=pos.size, fd=0), pos)

@@ -70,6 +70,8 @@ class TimedChecks:
     calls_per_block: Optional[int] = None   # the kernel's calls per timed block (one process)
     ranks: tuple["TimedChecks", ...] = ()
     unperturbed: str = ""                   # why no input could change between the kernel's timed calls
+    flipped: int = 0                        # of `perturbed`: inputs whose signs were flipped everywhere (signs.py)
+    swept_bytes: int = 0                    # CPU: the buffer read through the caches before each sample (sweep.py)
 
     def as_record(self) -> dict[str, Any]:
         """The record's `protocol.timed_checks`: the keys this run has."""
@@ -80,6 +82,10 @@ class TimedChecks:
             out["ranks"] = [r.as_record() for r in self.ranks]
         if self.unperturbed:
             out["unperturbed"] = self.unperturbed
+        if self.flipped:
+            out["flipped"] = self.flipped
+        if self.swept_bytes:
+            out["swept_bytes"] = self.swept_bytes
         return out
 
 

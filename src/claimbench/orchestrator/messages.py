@@ -24,7 +24,7 @@ class _Model(BaseModel):
 
 
 class _Msg(_Model):
-    v: Literal[1] = WIRE_VERSION
+    v: Literal[2] = WIRE_VERSION
 
 
 # -- pieces ---------------------------------------------------------------------------------
@@ -67,11 +67,14 @@ EDIT_MAX_ELEMENTS = 1 << 15  # orchestrator/perturb.MAX_SPREAD: the most element
 
 class Edit(_Model):
     """Set the elements at flat C-order `indices` (hex of little-endian int64) of input `operand`
-    to the bytes `raw` (hex, one element after another): one sample's perturbation of one input."""
+    to the bytes `raw` (hex, one element after another): one sample's perturbation of one input.
+    With `signs` (a floating-point input), first flip the sign of the elements `signs.sign_bits`
+    draws from that seed: about half of all of them."""
 
     operand: Annotated[int, Field(ge=0)]
     indices: Annotated[str, Field(max_length=16 * EDIT_MAX_ELEMENTS)]
     raw: Annotated[str, Field(max_length=16 * EDIT_MAX_ELEMENTS)]
+    signs: Optional[Annotated[int, Field(ge=0, lt=1 << 63)]] = None
 
 
 class Variant(_Model):

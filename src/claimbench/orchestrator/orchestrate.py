@@ -24,6 +24,7 @@ from claimbench.orchestrator.processes import ForkServer
 from claimbench.orchestrator.protocol import PairTiming, TimingConfig, measure_pair
 from claimbench.orchestrator.rechecks import Rechecks
 from claimbench.orchestrator.session import ClaimEnded, ClaimSession
+from claimbench.orchestrator.sweep import CacheSweep
 from claimbench.orchestrator.timed import RemoteTimer
 from claimbench.orchestrator.trials import run_trials, seed_check
 from claimbench.spec import ops
@@ -212,6 +213,7 @@ def _timed(s: ClaimSession, job: Job, say, *, found: _Found, coord, stop) -> lis
     hooks = Rechecks(s, claim, params=params, seed=job.seeds["timing"], timer=timer,
                      calls_per_round=cfg.calls_per_round, device=job.device, coord=coord)
     hooks.expect_dtypes = found.correctness.first_output_dtypes() if found.correctness else None
+    hooks.sweep = CacheSweep() if job.device == "cpu" and not job.hot else None
     hooks.max_memory_bytes, hooks.threads = job.max_memory_bytes, job.threads or os.cpu_count() or 1
     assert found.load_reference is not None, "the sides' shape after loading is read before the trials"
     hooks.shape_after_load, hooks.settings_after_load = found.load_reference
@@ -226,7 +228,8 @@ def _timed(s: ClaimSession, job: Job, say, *, found: _Found, coord, stop) -> lis
     finally:
         found.timed_checks = TimedChecks(checked=hooks.checked, failed=len(hooks.failures), perturbed=hooks.perturbed,
                                          calls_per_block=timer.calls_per_block.get("kernel", 1),
-                                         unperturbed=hooks.unperturbed)
+                                         unperturbed=hooks.unperturbed, flipped=hooks.flipped,
+                                         swept_bytes=hooks.sweep.nbytes if hooks.sweep is not None else 0)
     other, wall = census.other_fraction(mark, everyone)
     found.load = MachineLoad(other_cpu_fraction=round(other, 4), cpus=mark.ncpu, wall_s=round(wall, 3))
     found.timing = pair

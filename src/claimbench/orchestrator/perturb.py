@@ -34,6 +34,7 @@ from typing import Sequence
 import numpy as np
 
 from claimbench.orchestrator import messages as m
+from claimbench.orchestrator.signs import flip_bytes
 from claimbench.verify import codec
 
 MAX_SPREAD = m.EDIT_MAX_ELEMENTS  # elements per input per sample: covers every axis of every shipped claim's inputs
@@ -104,17 +105,30 @@ def perturbable(items: Sequence, has_bytes: Sequence[bool]) -> list[int]:
     return floating or tensors
 
 
-def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, *, rng: random.Random) -> m.Edit:
-    """One input's edit for the next sample, from the bytes it holds now (``view``: uint8, C-order)."""
+def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, *, rng: random.Random, flip: bool = False) -> m.Edit:
+    """One input's edit for the next sample, from the bytes it holds now (``view``: uint8, C-order):
+    with ``flip``, a floating-point input's signs flipped at random over all of it (`signs`), then
+    the spread elements set to their own values of now, rotated among themselves (so each differs
+    from what it was, whatever the flip did to it)."""
     size = codec.itemsize(item.dtype)
     idx = spread(item.shape, rng)
-    current = view[byte_indices(idx, size)]
-    vals = new_values(current, item.dtype)
-    return m.Edit(operand=operand, indices=idx.astype("<i8").tobytes().hex(), raw=vals.tobytes().hex())
+    vals = new_values(view[byte_indices(idx, size)], item.dtype)
+    seed = rng.getrandbits(63) if flip and item.dtype in codec.FLOATING and view.size else None
+    return m.Edit(operand=operand, indices=idx.astype("<i8").tobytes().hex(), raw=vals.tobytes().hex(), signs=seed)
+
+
+def signed(item: m.TensorItem, raw: np.ndarray) -> bool:
+    """Whether a floating-point input holds a negative value (a set sign bit): only such an input's
+    signs are flipped, since one that is all non-negative may mean something a sign would break (a
+    scale, a length, a probability; `reduction-sum-cupy` sums uniform [0, 1) values)."""
+    size = codec.itemsize(item.dtype)
+    return item.dtype in codec.FLOATING and bool(raw.size) and bool(np.bitwise_or.reduce(raw[size - 1::size]) & 0x80)
 
 
 def apply_to_bytes(view: np.ndarray, edit: m.Edit, size: int) -> None:
     """Write an edit into a uint8 view of a C-order input (the orchestrator's own pages)."""
+    if edit.signs is not None:
+        flip_bytes(view, edit.signs, size)
     view[byte_indices(edit_indices(edit), size)] = np.frombuffer(bytes.fromhex(edit.raw), np.uint8)
 
 

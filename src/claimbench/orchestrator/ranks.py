@@ -80,6 +80,7 @@ def merge(runs: list[dict], job, nodes: int) -> ClaimRun:
     checks = [r.timed_checks for r in mine if r.timed_checks]
     summed = TimedChecks(checked=sum(c.checked for c in checks), failed=sum(c.failed for c in checks),
                          perturbed=sum(c.perturbed for c in checks), ranks=tuple(checks),
+                         flipped=sum(c.flipped for c in checks), swept_bytes=max(c.swept_bytes for c in checks),
                          unperturbed=next((c.unperturbed for c in checks if c.unperturbed), "")) if checks else None
     nccl = None
     if job.device == "cuda":

@@ -12,9 +12,14 @@ import mmap
 import os
 from typing import Any
 
+import numpy as np
 import torch
 
 from claimbench.orchestrator import messages as m
+
+# each element's width as torch and numpy integers, for the sign flip (torch has no wide unsigned XOR)
+_SIGNED = {1: torch.uint8, 2: torch.int16, 4: torch.int32, 8: torch.int64}
+_NP_SIGNED = {1: np.uint8, 2: np.int16, 4: np.int32, 8: np.int64}
 
 DTYPES = {name: getattr(torch, name) for name in (
     "float64", "float32", "float16", "bfloat16", "float8_e4m3fn", "float8_e5m2",
@@ -98,6 +103,14 @@ def set_elements(t: torch.Tensor, edit) -> None:
     if len(raw) != idx.size * es or (idx.size and (idx.min() < 0 or idx.max() >= torch.Tensor.numel(t))):
         raise ValueError(f"an edit of {idx.size} elements does not fit operand {edit.operand}")
     byte_idx = torch.from_numpy(byte_indices(idx, es).copy()).to(t.device)
+    if edit.signs is not None:  # the dense part first (orchestrator/signs.py), in the element's own width
+        from claimbench.orchestrator.signs import CHUNK, sign_chunks
+
+        words = torch.Tensor.view(torch.Tensor.reshape(t, -1), _SIGNED[es])
+        step = CHUNK if t.device.type == "cpu" else CHUNK << 6  # 4M elements a copy to a device
+        for start, mask in sign_chunks(edit.signs, torch.Tensor.numel(words), es, chunk=step):
+            part = words[start:start + mask.size]
+            torch.Tensor.bitwise_xor_(part, torch.from_numpy(mask.view(_NP_SIGNED[es])).to(t.device))
     flat = torch.Tensor.view(torch.Tensor.reshape(t, -1), torch.uint8)
     src = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(t.device)
     flat[byte_idx] = src
