@@ -37,7 +37,9 @@ CASES = {
                             {S.REJECTED, S.INCORRECT, S.REFUTED, S.INCONCLUSIVE}),
     "timed_dtype": (MASK, {}, {S.REJECTED, S.INCORRECT}),
     # result reuse where no input is floating-point: the integer inputs change too (perturb.perturbable)
-    "int_replay": (INT_MATMUL, {}, {S.REJECTED}),  # its replays answer for inputs that changed
+    # its 16-value probe sees about half the values move every sample (signs.py), so it multiplies
+    # each time; when a probe survives, its replay answers for inputs that changed
+    "int_replay": (INT_MATMUL, {}, {S.REJECTED, S.REFUTED, S.INCONCLUSIVE}),
     # bending the clock: the kernel side holds its null calls (rules off only: it patches the side)
     "inflated_null": (MATMUL, {}, {S.REFUTED, S.INCONCLUSIVE}),
     # slowing the baseline: its first call moves its siblings into a 10%-quota cgroup (root only)
@@ -178,15 +180,21 @@ def test_a_kernels_code_never_runs_while_the_orchestrators_edits_go_in(cheat_roo
     assert out.status == S.REJECTED and why in out.reason, (out.status, out.reason)
 
 
-def test_a_matmul_applying_the_changes_instead_of_multiplying_is_not_measured_faster(cheat_root, cheat_servers):
+@pytest.mark.parametrize("inputs", ["normal", "non-negative", "integer"])
+def test_a_matmul_applying_the_changes_instead_of_multiplying_is_not_measured_faster(cheat_root, cheat_servers, inputs):
     """A kernel that keeps its last A, B and C and applies each sample's changes (O(n^2) for an
     O(n^3) product) answered right every time and was verified at 1.81x [1.72, 1.90] while the
-    changes were sparse. Every sample now also flips the signs of a random half of every
-    floating-point input that holds a negative value (orchestrator/signs.py), so there is nothing
-    to reuse: it multiplies in full."""
+    changes were sparse. Every sample now also changes about half of every element of every input
+    (orchestrator/signs.py): the sign where a floating-point input holds a negative value, else the
+    mantissa's top bit, and an integer input's lowest bit within its range, so there is nothing to
+    reuse: it multiplies in full. With the sign flip alone, inputs from torch.rand kept the sparse
+    changes only (verified 2.04x [1.95, 2.11]), and so did int64 inputs (1.35x [1.24, 1.66], for
+    an honest 1x)."""
+    template = {"normal": MATMUL, "integer": INT_MATMUL,
+                "non-negative": MATMUL.replace("params: {{n: 1024}}", "params: {{n: 1024, nonneg: 1}}")}[inputs]
     out = _run_short(cheat_root, cheat_servers,
-                     write_claim(cheat_root, "delta-matmul", "delta_matmul", template=MATMUL, value="1.5"))
+                     write_claim(cheat_root, f"delta-matmul-{inputs}", "delta_matmul", template=template, value="1.2"))
     assert out.status != S.VERIFIED, out.reason
-    assert out.value is None or out.value < 1.5 * 0.95, (out.status, out.reason)
+    assert out.value is None or out.value < 1.1, (out.status, out.reason)
     checks = _timed_checks(out)  # every perturbed input was flipped, and each CPU sample started swept
     assert checks["flipped"] == checks["perturbed"] > 0 and checks["swept_bytes"] >= 1 << 20, (out.status, out.reason, checks)

@@ -105,16 +105,21 @@ def test_a_floating_point_edit_flips_about_half_the_signs_everywhere_and_the_sid
     sparse change to it (a matmul: dA B + A dB) when every element may have changed. The bytes the
     orchestrator writes and the tensor a side edits end the same."""
     t = torch.randn(64, 96).to(getattr(torch, dtype))
+    if dtype != "float8_e4m3fn":  # a mask's -inf keeps its sign (e4m3fn has no infinity)
+        t.view(-1)[:40] = float("-inf")
     raw = t.contiguous().view(torch.uint8).numpy().reshape(-1).copy()
     item = m.TensorItem(dtype=dtype, shape=[64, 96], nbytes=raw.size, fd=0)
     assert perturb.signed(item, raw)
     edit = perturb.plan_edit(0, item, raw, rng=random.Random(7), flip=True)
+    spread = set(perturb.edit_indices(edit).tolist())
     assert edit.signs is not None
-    perturb.apply_to_bytes(raw, edit, codec.itemsize(dtype))
+    perturb.apply_to_bytes(raw, edit, codec.itemsize(dtype), dtype=dtype)
     side = t.clone()
     tensors.set_elements(side, edit)
     assert np.array_equal(side.contiguous().view(torch.uint8).numpy().reshape(-1), raw)
     flipped = (torch.signbit(side.float()) != torch.signbit(t.float())).float()
+    if dtype != "float8_e4m3fn":
+        assert all(side.view(-1)[i].item() == float("-inf") for i in range(40) if i not in spread)
     assert 0.4 < flipped.mean().item() < 0.6
     assert flipped.reshape(64, 96).sum(dim=1).min().item() > 0  # every row changed in many places
 
@@ -128,3 +133,62 @@ def test_no_sign_flips_an_integer_or_a_non_negative_input():
     assert perturb.plan_edit(0, item, raw, rng=random.Random(8), flip=True).signs is None
     pos = torch.rand(40).numpy().view(np.uint8).copy()
     assert not perturb.signed(m.TensorItem(dtype="float32", shape=[40], nbytes=pos.size, fd=0), pos)
+
+
+@pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64", "float8_e4m3fn", "float8_e5m2"])
+def test_a_non_negative_input_has_its_mantissas_flipped_everywhere_and_stays_in_its_binades(dtype):
+    """A kernel linear in an input with no negative value (torch.rand, a scale) could otherwise
+    apply the sparse changes to a kept answer: about half of its elements change by a quarter to a
+    half of themselves, none changes sign or binade, zeros, infinities and NaNs stay, and the
+    orchestrator's bytes and a side's tensor end the same."""
+    t = torch.rand(64, 96).to(getattr(torch, dtype))
+    t.view(-1)[:3] = 0.0
+    if dtype not in ("float8_e4m3fn",):
+        t.view(-1)[3] = float("inf")
+    raw = t.contiguous().view(torch.uint8).numpy().reshape(-1).copy()
+    item = m.TensorItem(dtype=dtype, shape=[64, 96], nbytes=raw.size, fd=0)
+    assert not perturb.signed(item, raw)
+    edit = perturb.plan_edit(0, item, raw, rng=random.Random(9), flip=True, mantissa=True)
+    assert edit.signs is not None and edit.mantissa
+    spread = set(perturb.edit_indices(edit).tolist())
+    perturb.apply_to_bytes(raw, edit, codec.itemsize(dtype), dtype=dtype)
+    side = t.clone()
+    tensors.set_elements(side, edit)
+    assert np.array_equal(side.contiguous().view(torch.uint8).numpy().reshape(-1), raw)
+    before, after = t.double().reshape(-1), side.double().reshape(-1)
+    rest = torch.tensor([i not in spread for i in range(before.numel())])  # the sparse part sets its own values
+    assert not torch.isnan(after[rest]).any() and (after[rest] >= 0).all()
+    assert (after[:3][rest[:3]] == 0).all() and (dtype == "float8_e4m3fn" or not rest[3] or after[3] == float("inf"))
+    finite = rest & (before > 0) & torch.isfinite(before)
+    changed = (after != before)[finite].double()
+    assert 0.35 < changed.mean().item() < 0.65
+    assert (torch.frexp(after[finite]).exponent == torch.frexp(before[finite]).exponent).all()
+    ratio = (after[finite] / before[finite])[changed.bool()]
+    assert ((ratio > 0.6) & (ratio < 1.6)).all()
+
+
+@pytest.mark.parametrize("dtype", ["int64", "int32", "int16", "int8", "uint8", "bool"])
+def test_an_integer_input_moves_by_one_in_about_half_its_elements_and_stays_in_its_range(dtype):
+    """A kernel linear in an integer input (an int matmul) could otherwise apply the sparse
+    rotations to a kept answer (1.35x [1.24, 1.66] for an honest 1x): about half of the elements
+    move by one, none leaves the round's own range (an index stays an index), and the
+    orchestrator's bytes and a side's tensor end the same."""
+    hi = 1 if dtype == "bool" else 9
+    t = torch.randint(0, hi + 1, (64, 96)).to(getattr(torch, dtype))
+    raw = t.contiguous().view(torch.uint8).numpy().reshape(-1).copy()
+    item = m.TensorItem(dtype=dtype, shape=[64, 96], nbytes=raw.size, fd=0)
+    bounds = perturb.bounds(item, raw)
+    assert bounds == (0, hi)
+    edit = perturb.plan_edit(0, item, raw, rng=random.Random(11), flip=True, bounds=bounds)
+    assert edit.signs is not None and edit.bounds == bounds
+    spread = set(perturb.edit_indices(edit).tolist())
+    perturb.apply_to_bytes(raw, edit, codec.itemsize(dtype), dtype=dtype)
+    side = t.clone()
+    tensors.set_elements(side, edit)
+    assert np.array_equal(side.contiguous().view(torch.uint8).numpy().reshape(-1), raw)
+    before, after = t.long().reshape(-1), side.long().reshape(-1)
+    rest = torch.tensor([i not in spread for i in range(before.numel())])
+    assert ((after >= 0) & (after <= hi)).all()
+    moved = (after - before)[rest]
+    assert set(moved.abs().unique().tolist()) <= {0, 1}
+    assert 0.35 < (moved != 0).double().mean().item() < 0.65

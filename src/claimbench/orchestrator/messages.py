@@ -68,13 +68,15 @@ EDIT_MAX_ELEMENTS = 1 << 15  # orchestrator/perturb.MAX_SPREAD: the most element
 class Edit(_Model):
     """Set the elements at flat C-order `indices` (hex of little-endian int64) of input `operand`
     to the bytes `raw` (hex, one element after another): one sample's perturbation of one input.
-    With `signs` (a floating-point input), first flip the sign of the elements `signs.sign_bits`
+    With `signs` (a floating-point input), first flip the sign (or the mantissa's top bit) of the elements `signs.sign_chunks`
     draws from that seed: about half of all of them."""
 
     operand: Annotated[int, Field(ge=0)]
     indices: Annotated[str, Field(max_length=16 * EDIT_MAX_ELEMENTS)]
     raw: Annotated[str, Field(max_length=16 * EDIT_MAX_ELEMENTS)]
     signs: Optional[Annotated[int, Field(ge=0, lt=1 << 63)]] = None
+    mantissa: bool = False                # the flip's bit: the mantissa's top one, not the sign (orchestrator/signs.py)
+    bounds: Optional[tuple[int, int]] = None  # an integer input's flip (its lowest bit) keeps to this range
 
 
 class Variant(_Model):

@@ -29,7 +29,7 @@ it computed on the round's first call was verified at 26.8x (an adversarial revi
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
@@ -105,16 +105,22 @@ def perturbable(items: Sequence, has_bytes: Sequence[bool]) -> list[int]:
     return floating or tensors
 
 
-def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, *, rng: random.Random, flip: bool = False) -> m.Edit:
+def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, *, rng: random.Random, flip: bool = False,
+              mantissa: bool = False, bounds: Optional[tuple[int, int]] = None) -> m.Edit:
     """One input's edit for the next sample, from the bytes it holds now (``view``: uint8, C-order):
-    with ``flip``, a floating-point input's signs flipped at random over all of it (`signs`), then
-    the spread elements set to their own values of now, rotated among themselves (so each differs
-    from what it was, whatever the flip did to it)."""
+    with ``flip``, a dense change drawn at random over all of it (`signs`: a floating-point input's
+    signs, or with ``mantissa`` its mantissas' top bits, for an input with no negative value; an
+    integer input's lowest bits within ``bounds``), then the spread elements set to their own
+    values of now, rotated among themselves (so each differs from what it was, whatever the flip
+    did to it)."""
     size = codec.itemsize(item.dtype)
     idx = spread(item.shape, rng)
     vals = new_values(view[byte_indices(idx, size)], item.dtype)
-    seed = rng.getrandbits(63) if flip and item.dtype in codec.FLOATING and view.size else None
-    return m.Edit(operand=operand, indices=idx.astype("<i8").tobytes().hex(), raw=vals.tobytes().hex(), signs=seed)
+    floating = item.dtype in codec.FLOATING
+    dense = flip and bool(view.size) and (floating or bounds is not None)
+    seed = rng.getrandbits(63) if dense else None
+    return m.Edit(operand=operand, indices=idx.astype("<i8").tobytes().hex(), raw=vals.tobytes().hex(), signs=seed,
+                  mantissa=mantissa and floating and dense, bounds=None if floating or not dense else bounds)
 
 
 def signed(item: m.TensorItem, raw: np.ndarray) -> bool:
@@ -125,10 +131,20 @@ def signed(item: m.TensorItem, raw: np.ndarray) -> bool:
     return item.dtype in codec.FLOATING and bool(raw.size) and bool(np.bitwise_or.reduce(raw[size - 1::size]) & 0x80)
 
 
-def apply_to_bytes(view: np.ndarray, edit: m.Edit, size: int) -> None:
-    """Write an edit into a uint8 view of a C-order input (the orchestrator's own pages)."""
+def bounds(item: m.TensorItem, raw: np.ndarray) -> Optional[tuple[int, int]]:
+    """An integer or boolean input's smallest and largest value (its pristine bytes), the range its
+    dense change keeps to; None for a floating-point or empty one."""
+    if item.dtype in codec.FLOATING or not raw.size:
+        return None
+    values = raw.view(codec.STORAGE[item.dtype][1])
+    return int(values.min()), int(values.max())
+
+
+def apply_to_bytes(view: np.ndarray, edit: m.Edit, size: int, *, dtype: str = "") -> None:
+    """Write an edit into a uint8 view of a C-order input of ``dtype`` (the orchestrator's own pages);
+    an edit with a flip needs ``dtype`` to find the bits it flips."""
     if edit.signs is not None:
-        flip_bytes(view, edit.signs, size)
+        flip_bytes(view, edit.signs, dtype, mantissa=edit.mantissa, bounds=edit.bounds)
     view[byte_indices(edit_indices(edit), size)] = np.frombuffer(bytes.fromhex(edit.raw), np.uint8)
 
 

@@ -57,7 +57,8 @@ class Rechecks:
         self.expect_dtypes: Optional[list[str]] = None  # the outputs' dtypes in the correctness trials
         self.stale: set[str] = set()  # prepared sides whose operands must be re-derived before their next call
         self.operand_edits: list[m.Edit] = []  # for a kernel with `prepare`: changes for its passed-through operands
-        self.signed: dict[int, bool] = {}  # per input of the round: does it hold negative values (signs.py flips those)
+        self.signed: dict[int, bool] = {}  # per input of the round: does it hold negative values (signs.py flips their signs, else mantissas)
+        self.bounds: dict[int, Optional[tuple[int, int]]] = {}  # per integer input of the round: its range
         timer.hooks = self
 
     # -- rounds ----------------------------------------------------------------------------
@@ -72,7 +73,7 @@ class Rechecks:
             self.s.give(role, inputs)
         self.stale = set()
         self.operand_edits = []
-        self.signed = {}
+        self.signed, self.bounds = {}, {}
         if self.inputs is not None:
             self.s.drop(self.inputs)
         self.inputs, self.edits = inputs, []
@@ -172,13 +173,13 @@ class Rechecks:
         for i in perturbation.perturbable(self.inputs.items, usable):
             it, kbuf, pristine = self.inputs.items[i], kbufs[i], self.inputs.raw[i]
             assert isinstance(it, m.TensorItem) and kbuf is not None and pristine is not None
-            edit = perturbation.plan_edit(i, it, kbuf.view, rng=self.rng,  # drawn now: after the last call returned
-                                          flip=self.signed.setdefault(i, perturbation.signed(it, pristine)))
-            size = codec.itemsize(it.dtype)
-            if self.device == "cpu":  # our own pages: the side takes no part; the baseline's get their own flip
-                perturbation.apply_to_bytes(kbuf.view, edit, size)  # just before its own sample (_flip_baseline)
-            else:
-                perturbation.apply_to_bytes(kbuf.view, edit, size)  # ours mirror theirs: the next edit reads them
+            signed, bounds = self._kind(i, it, pristine)
+            edit = perturbation.plan_edit(i, it, kbuf.view, rng=self.rng, flip=True,  # drawn now: after the last call returned
+                                          mantissa=not signed, bounds=bounds)
+            # CPU: our own pages, the side takes no part (the baseline's get their own flip just before
+            # its own sample, _flip_baseline); CUDA: ours mirror theirs, the next edit reads them
+            perturbation.apply_to_bytes(kbuf.view, edit, codec.itemsize(it.dtype), dtype=it.dtype)
+            if self.device != "cpu":
                 if not kprep:
                     self.pending["kernel"].append(edit)
                 self.pending["baseline"].append(edit)
@@ -189,20 +190,29 @@ class Rechecks:
             self.flipped += edit.signs is not None
         self.stale |= {"baseline"} if self._prepared("baseline") and self.device != "cpu" else set()
 
+    def _kind(self, i: int, it: m.TensorItem, pristine: np.ndarray) -> tuple[bool, Optional[tuple[int, int]]]:
+        """Input ``i``'s dense change this round: whether it holds a negative value (a floating-point
+        one's signs flip, else its mantissas) and an integer one's range (signs.py), from its pristine bytes."""
+        if i not in self.signed:
+            self.signed[i] = perturbation.signed(it, pristine)
+            self.bounds[i] = perturbation.bounds(it, pristine)
+        return self.signed[i], self.bounds[i]
+
     def _flip_baseline(self) -> None:
-        """CPU: a fresh sign flip of the baseline's own pages just before each of its samples, as the
+        """CPU: a fresh dense change of the baseline's own pages just before each of its samples, as the
         kernel's get before each of theirs. Written at the kernel's turn, the baseline's inputs had
         long been written back by its sample while the kernel's were still dirty in the caches: the
         kernel alone paid for the write (cpu-softmax-fused-vs-naive: kernel 2.2 -> 3.9 ms, baseline
         5.0 ms both ways). Its outputs are not checked, so its values need not be the kernel's."""
         assert self.inputs is not None
         bbufs = self.s.operands["baseline"].buffers
-        for i, it in enumerate(self.inputs.items):
-            buf, pristine = bbufs[i], self.inputs.raw[i]
-            if not (isinstance(it, m.TensorItem) and buf is not None and buf.nbytes and pristine is not None):
-                continue
-            if self.signed.setdefault(i, perturbation.signed(it, pristine)):
-                flip_bytes(buf.view, self.rng.getrandbits(63), codec.itemsize(it.dtype))
+        usable = [b is not None and bool(b.nbytes) for b in bbufs]
+        for i in perturbation.perturbable(self.inputs.items, usable):
+            it, buf, pristine = self.inputs.items[i], bbufs[i], self.inputs.raw[i]
+            assert isinstance(it, m.TensorItem) and buf is not None and pristine is not None
+            signed, bounds = self._kind(i, it, pristine)
+            if it.dtype in codec.FLOATING or bounds is not None:
+                flip_bytes(buf.view, self.rng.getrandbits(63), it.dtype, mantissa=not signed, bounds=bounds)
                 self.stale |= {"baseline"} if self._prepared("baseline") else set()
 
     def take_edits(self, side: str) -> list[m.Edit]:

@@ -13,7 +13,7 @@ task side before a reference) draws the same bytes from numpy's PCG64.
 
 from __future__ import annotations
 
-from typing import Iterator
+from typing import Iterator, Optional
 
 import numpy as np
 
@@ -26,16 +26,24 @@ _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 CHUNK = 1 << 16
 
 
-def sign_chunks(seed: int, n: int, size: int, *, chunk: int = CHUNK) -> Iterator[tuple[int, np.ndarray]]:
+# per floating-point dtype: (exponent field, the mantissa's top bit), in the element's own width
+FIELDS = {
+    "float64": (0x7FF0000000000000, 1 << 51), "float32": (0x7F800000, 1 << 22),
+    "float16": (0x7C00, 1 << 9), "bfloat16": (0x7F80, 1 << 6),
+    "float8_e4m3fn": (0x78, 1 << 2), "float8_e5m2": (0x7C, 1 << 1),
+}
+
+
+def sign_chunks(seed: int, n: int, size: int, *, chunk: int = CHUNK, bit: Optional[int] = None) -> Iterator[tuple[int, np.ndarray]]:
     """(start, mask) for ``n`` elements of ``size`` bytes, ``chunk`` at a time: each mask holds the
-    sign bit where that element flips, else 0, from one bit of numpy's PCG64 per element. Every
-    process that applies a flip draws it with this, so they agree byte for byte; any ``chunk``
-    that is a multiple of CHUNK draws the same stream (whole 32-bit words per step), so a device
-    side may take bigger steps to launch fewer copies."""
+    flipped bit (the sign, or ``bit``) where that element flips, else 0, from one bit of numpy's
+    PCG64 per element. Every process that applies a flip draws it with this, so they agree byte for
+    byte; any ``chunk`` that is a multiple of CHUNK draws the same stream (whole 32-bit words per
+    step), so a device side may take bigger steps to launch fewer copies."""
     if chunk % CHUNK:
         raise ValueError(f"a chunk of {chunk} elements is not a multiple of {CHUNK}")
     kind = _UNSIGNED[size]
-    shift = kind(8 * size - 1)
+    shift = kind(8 * size - 1 if bit is None else bit.bit_length() - 1)
     rng = np.random.default_rng(seed)
     for start in range(0, n, chunk):
         count = min(chunk, n - start)
@@ -45,9 +53,50 @@ def sign_chunks(seed: int, n: int, size: int, *, chunk: int = CHUNK) -> Iterator
         yield start, mask
 
 
-def flip_bytes(view: np.ndarray, seed: int, size: int) -> None:
-    """Flip the chosen elements' signs in place in a uint8 view of a C-order input of ``size``-byte elements."""
+def flip_bytes(view: np.ndarray, seed: int, dtype: str, *, mantissa: bool = False,
+               bounds: Optional[tuple[int, int]] = None) -> None:
+    """Flip the chosen elements in place in a uint8 view of a C-order input of ``dtype``: their sign
+    (an infinity or a NaN keeps its own: a mask's -inf stays -inf);
+    with ``mantissa`` the top bit of the mantissa of those whose exponent is neither zero nor all
+    ones (a zero stays zero, an infinity or a NaN stays what it is, and no finite value becomes one):
+    a non-negative input stays non-negative and in its binade, so a scale or a probability keeps its
+    meaning while every element may change by a quarter to a half of itself. An integer or boolean
+    input has its lowest bit flipped (x +- 1) where the result stays within ``bounds``, the round's
+    own smallest and largest value: an index stays in range."""
+    if dtype not in FIELDS:
+        _flip_low(view.view(codec_storage(dtype)), seed, bounds)
+        return
+    exp, top = FIELDS[dtype]
+    size = _width(dtype)
     words = view.view(_UNSIGNED[size])
-    for start, mask in sign_chunks(seed, words.size, size):
+    kind = _UNSIGNED[size]
+    for start, mask in sign_chunks(seed, words.size, size, bit=top if mantissa else None):
         part = words[start:start + mask.size]
+        field = part & kind(exp)
+        mask *= ((field != 0) & (field != kind(exp))) if mantissa else (field != kind(exp))
         np.bitwise_xor(part, mask, out=part)
+
+
+def _flip_low(values: np.ndarray, seed: int, bounds: Optional[tuple[int, int]]) -> None:
+    if bounds is None:
+        raise ValueError("an integer input's flip needs the round's bounds")
+    lo, hi = bounds
+    size = values.dtype.itemsize
+    for start, mask in sign_chunks(seed, values.size, size, bit=1):
+        part = values[start:start + mask.size]
+        moved = part ^ mask.view(part.dtype)
+        keep = (moved >= lo) & (moved <= hi)
+        part[keep] = moved[keep]
+
+
+_INTS: dict[str, type[np.generic]] = {"int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8,
+                                      "uint8": np.uint8, "bool": np.uint8}
+
+
+def codec_storage(dtype: str) -> type[np.generic]:
+    """numpy's type for an integer or boolean input's elements (a bool as its byte)."""
+    return _INTS[dtype]
+
+
+def _width(dtype: str) -> int:
+    return {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}[dtype]

@@ -104,13 +104,36 @@ def set_elements(t: torch.Tensor, edit) -> None:
         raise ValueError(f"an edit of {idx.size} elements does not fit operand {edit.operand}")
     byte_idx = torch.from_numpy(byte_indices(idx, es).copy()).to(t.device)
     if edit.signs is not None:  # the dense part first (orchestrator/signs.py), in the element's own width
-        from claimbench.orchestrator.signs import CHUNK, sign_chunks
-
-        words = torch.Tensor.view(torch.Tensor.reshape(t, -1), _SIGNED[es])
-        step = CHUNK if t.device.type == "cpu" else CHUNK << 6  # 4M elements a copy to a device
-        for start, mask in sign_chunks(edit.signs, torch.Tensor.numel(words), es, chunk=step):
-            part = words[start:start + mask.size]
-            torch.Tensor.bitwise_xor_(part, torch.from_numpy(mask.view(_NP_SIGNED[es])).to(t.device))
+        _flip(t, edit, es)
     flat = torch.Tensor.view(torch.Tensor.reshape(t, -1), torch.uint8)
     src = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(t.device)
     flat[byte_idx] = src
+
+
+def _flip(t: torch.Tensor, edit, es: int) -> None:
+    """The dense part of an edit, as `signs.flip_bytes` writes it into the orchestrator's pages."""
+    from claimbench.orchestrator.signs import CHUNK, FIELDS, sign_chunks
+
+    name = str(t.dtype).removeprefix("torch.")
+    step = CHUNK if t.device.type == "cpu" else CHUNK << 6  # 4M elements a copy to a device
+    if name not in FIELDS:  # an integer or boolean: the lowest bit, where the result stays in bounds
+        if edit.bounds is None:
+            raise ValueError(f"an integer flip of operand {edit.operand} carries no bounds")
+        lo, hi = edit.bounds
+        ints = torch.Tensor.reshape(t, -1)
+        ints = torch.Tensor.view(ints, torch.uint8) if t.dtype == torch.bool else ints
+        for start, mask in sign_chunks(edit.signs, torch.Tensor.numel(ints), es, chunk=step, bit=1):
+            part = ints[start:start + mask.size]
+            moved = torch.Tensor.bitwise_xor(part, torch.from_numpy(mask.view(_NP_SIGNED[es])).to(t.device))
+            torch.Tensor.copy_(part, torch.where((moved >= lo) & (moved <= hi), moved, part))
+        return
+    exp, top = FIELDS[name]
+    words = torch.Tensor.view(torch.Tensor.reshape(t, -1), _SIGNED[es])
+    field = torch.tensor(exp, dtype=_SIGNED[es], device=t.device)  # every exponent field fits the signed width
+    for start, mask in sign_chunks(edit.signs, torch.Tensor.numel(words), es, chunk=step,
+                                   bit=top if edit.mantissa else None):
+        part = words[start:start + mask.size]
+        flips = torch.from_numpy(mask.view(_NP_SIGNED[es])).to(t.device)
+        got = torch.Tensor.bitwise_and(part, field)  # as signs.flip_bytes: never an infinity or a NaN,
+        keep = (got != field) & (got != 0) if edit.mantissa else got != field  # nor a zero's mantissa
+        torch.Tensor.bitwise_xor_(part, torch.Tensor.mul(flips, keep))
