@@ -99,6 +99,22 @@ def test_integer_inputs_change_only_where_no_input_is_floating_point():
     assert perturb.perturbable([item("float32")], [False]) == []
 
 
+def _flip_both_ways(t: torch.Tensor, dtype: str, seed: int, **kinds) -> tuple[torch.Tensor, torch.Tensor]:
+    """One planned edit with a dense flip, written into the orchestrator's bytes and into a side's
+    tensor (side/tensors.py): the two must end byte for byte the same. Returns the side's tensor
+    and, per element, whether the sparse part left it to the flip alone."""
+    raw = t.contiguous().view(torch.uint8).numpy().reshape(-1).copy()
+    item = m.TensorItem(dtype=dtype, shape=list(t.shape), nbytes=raw.size, fd=0)
+    edit = perturb.plan_edit(0, item, raw, rng=random.Random(seed), flip=True, **kinds)
+    assert edit.signs is not None
+    spread = set(perturb.edit_indices(edit).tolist())
+    perturb.apply_to_bytes(raw, edit, codec.itemsize(dtype), dtype=dtype)
+    side = t.clone()
+    tensors.set_elements(side, edit)
+    assert np.array_equal(side.contiguous().view(torch.uint8).numpy().reshape(-1), raw)
+    return side, torch.tensor([i not in spread for i in range(t.numel())])
+
+
 @pytest.mark.parametrize("dtype", ["float32", "bfloat16", "float16", "float64", "float8_e4m3fn"])
 def test_a_floating_point_edit_flips_about_half_the_signs_everywhere_and_the_sides_agree(dtype):
     """The dense part (orchestrator/signs.py): a kernel keeping its last answer cannot apply a
@@ -107,19 +123,12 @@ def test_a_floating_point_edit_flips_about_half_the_signs_everywhere_and_the_sid
     t = torch.randn(64, 96).to(getattr(torch, dtype))
     if dtype != "float8_e4m3fn":  # a mask's -inf keeps its sign (e4m3fn has no infinity)
         t.view(-1)[:40] = float("-inf")
-    raw = t.contiguous().view(torch.uint8).numpy().reshape(-1).copy()
-    item = m.TensorItem(dtype=dtype, shape=[64, 96], nbytes=raw.size, fd=0)
-    assert perturb.signed(item, raw)
-    edit = perturb.plan_edit(0, item, raw, rng=random.Random(7), flip=True)
-    spread = set(perturb.edit_indices(edit).tolist())
-    assert edit.signs is not None
-    perturb.apply_to_bytes(raw, edit, codec.itemsize(dtype), dtype=dtype)
-    side = t.clone()
-    tensors.set_elements(side, edit)
-    assert np.array_equal(side.contiguous().view(torch.uint8).numpy().reshape(-1), raw)
+    raw = t.contiguous().view(torch.uint8).numpy().reshape(-1)
+    assert perturb.signed(m.TensorItem(dtype=dtype, shape=[64, 96], nbytes=raw.size, fd=0), raw)
+    side, rest = _flip_both_ways(t, dtype, 7)
     flipped = (torch.signbit(side.float()) != torch.signbit(t.float())).float()
     if dtype != "float8_e4m3fn":
-        assert all(side.view(-1)[i].item() == float("-inf") for i in range(40) if i not in spread)
+        assert all(side.view(-1)[i].item() == float("-inf") for i in range(40) if rest[i])
     assert 0.4 < flipped.mean().item() < 0.6
     assert flipped.reshape(64, 96).sum(dim=1).min().item() > 0  # every row changed in many places
 
@@ -145,18 +154,10 @@ def test_a_non_negative_input_has_its_mantissas_flipped_everywhere_and_stays_in_
     t.view(-1)[:3] = 0.0
     if dtype not in ("float8_e4m3fn",):
         t.view(-1)[3] = float("inf")
-    raw = t.contiguous().view(torch.uint8).numpy().reshape(-1).copy()
-    item = m.TensorItem(dtype=dtype, shape=[64, 96], nbytes=raw.size, fd=0)
-    assert not perturb.signed(item, raw)
-    edit = perturb.plan_edit(0, item, raw, rng=random.Random(9), flip=True, mantissa=True)
-    assert edit.signs is not None and edit.mantissa
-    spread = set(perturb.edit_indices(edit).tolist())
-    perturb.apply_to_bytes(raw, edit, codec.itemsize(dtype), dtype=dtype)
-    side = t.clone()
-    tensors.set_elements(side, edit)
-    assert np.array_equal(side.contiguous().view(torch.uint8).numpy().reshape(-1), raw)
+    raw = t.contiguous().view(torch.uint8).numpy().reshape(-1)
+    assert not perturb.signed(m.TensorItem(dtype=dtype, shape=[64, 96], nbytes=raw.size, fd=0), raw)
+    side, rest = _flip_both_ways(t, dtype, 9, mantissa=True)
     before, after = t.double().reshape(-1), side.double().reshape(-1)
-    rest = torch.tensor([i not in spread for i in range(before.numel())])  # the sparse part sets its own values
     assert not torch.isnan(after[rest]).any() and (after[rest] >= 0).all()
     assert (after[:3][rest[:3]] == 0).all() and (dtype == "float8_e4m3fn" or not rest[3] or after[3] == float("inf"))
     finite = rest & (before > 0) & torch.isfinite(before)
@@ -175,19 +176,11 @@ def test_an_integer_input_moves_by_one_in_about_half_its_elements_and_stays_in_i
     orchestrator's bytes and a side's tensor end the same."""
     hi = 1 if dtype == "bool" else 9
     t = torch.randint(0, hi + 1, (64, 96)).to(getattr(torch, dtype))
-    raw = t.contiguous().view(torch.uint8).numpy().reshape(-1).copy()
-    item = m.TensorItem(dtype=dtype, shape=[64, 96], nbytes=raw.size, fd=0)
-    bounds = perturb.bounds(item, raw)
+    raw = t.contiguous().view(torch.uint8).numpy().reshape(-1)
+    bounds = perturb.bounds(m.TensorItem(dtype=dtype, shape=[64, 96], nbytes=raw.size, fd=0), raw)
     assert bounds == (0, hi)
-    edit = perturb.plan_edit(0, item, raw, rng=random.Random(11), flip=True, bounds=bounds)
-    assert edit.signs is not None and edit.bounds == bounds
-    spread = set(perturb.edit_indices(edit).tolist())
-    perturb.apply_to_bytes(raw, edit, codec.itemsize(dtype), dtype=dtype)
-    side = t.clone()
-    tensors.set_elements(side, edit)
-    assert np.array_equal(side.contiguous().view(torch.uint8).numpy().reshape(-1), raw)
+    side, rest = _flip_both_ways(t, dtype, 11, bounds=bounds)
     before, after = t.long().reshape(-1), side.long().reshape(-1)
-    rest = torch.tensor([i not in spread for i in range(before.numel())])
     assert ((after >= 0) & (after <= hi)).all()
     moved = (after - before)[rest]
     assert set(moved.abs().unique().tolist()) <= {0, 1}
