@@ -169,6 +169,20 @@ def test_a_kernels_prepare_never_sees_a_timed_calls_inputs(cheat_root, cheat_ser
         assert "unperturbed" not in checks, checks
 
 
+def test_a_kernel_whose_prepare_fixes_the_weight_cannot_update_its_answer_for_the_activations(cheat_root, cheat_servers):
+    """`prepare` lays out B and passes A through; the kernel adds dA B to its kept C when few
+    elements of A changed (4.9x for an honest 1x under sparse changes, an adversarial review).
+    About half of A changes before every sample now, so it multiplies in full."""
+    template = MATMUL.replace('impl: "kernels/cheat/{file}.py:kernel"}}',
+                              'impl: "kernels/cheat/{file}.py:kernel", prepare: "kernels/cheat/{file}.py:prepare"}}')
+    out = _run_short(cheat_root, cheat_servers,
+                     write_claim(cheat_root, "prepare-weight-delta", "prepare_weight_delta", template=template, value="1.2"))
+    assert out.status != S.VERIFIED, out.reason
+    assert out.value is None or out.value < 1.1, (out.status, out.reason)
+    checks = _timed_checks(out)
+    assert checks["flipped"] == checks["perturbed"] > 0 and checks["failed"] == 0, checks
+
+
 @pytest.mark.parametrize("name, why", [("prepare_setitem_hook", "not a plain torch.Tensor"),
                                        ("prepare_mode_hook", "mode active")])
 def test_a_kernels_code_never_runs_while_the_orchestrators_edits_go_in(cheat_root, cheat_servers, name, why):
