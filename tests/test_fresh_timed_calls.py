@@ -169,6 +169,20 @@ def test_a_kernels_prepare_never_sees_a_timed_calls_inputs(cheat_root, cheat_ser
         assert "unperturbed" not in checks, checks
 
 
+def test_a_float_input_the_work_never_reads_does_not_keep_the_integer_inputs_still(cheat_root, cheat_servers, monkeypatch):
+    """Integer inputs beside floating-point ones were never changed, so a float input the product
+    never reads kept an int64 matmul's inputs still within a round, and a kernel keyed on their
+    addresses replayed its product: 22.6x [15.3, 43.9], stopped only by the busy-machine rule
+    (static rules off, as here). Every tensor input changes now."""
+    from claimbench.gate import policy
+    monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])
+    template = INT_MATMUL.replace("params: {{n: 384}}", "params: {{n: 384, dummy: 1}}")
+    out = _run_short(cheat_root, cheat_servers,
+                     write_claim(cheat_root, "int-replay-dummy", "int_replay_dummy", template=template, value="1.2"))
+    assert out.status != S.VERIFIED, out.reason
+    assert out.value is None or out.value < 1.1, (out.status, out.reason)
+
+
 def test_a_kernel_whose_prepare_fixes_the_weight_cannot_update_its_answer_for_the_activations(cheat_root, cheat_servers):
     """`prepare` lays out B and passes A through; the kernel adds dA B to its kept C when few
     elements of A changed (4.9x for an honest 1x under sparse changes, an adversarial review).

@@ -76,7 +76,7 @@ class Edit(_Model):
     raw: Annotated[str, Field(max_length=16 * EDIT_MAX_ELEMENTS)]
     signs: Optional[Annotated[int, Field(ge=0, lt=1 << 63)]] = None
     mantissa: bool = False                # the flip's bit: the mantissa's top one, not the sign (orchestrator/signs.py)
-    bounds: Optional[tuple[int, int]] = None  # an integer input's flip (its lowest bit) keeps to this range
+    shift: Optional[tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]] = None  # rows in order: signs.shift_sorted
 
 
 class Variant(_Model):

@@ -19,22 +19,27 @@ rotated among themselves (the input's distribution is kept: no negative scale wh
 positive), and an element of a floating-point input that would keep its value gets ``-old - 1``
 instead, so each one changes.
 
-A claim with no floating-point input (a scan of int32) has its integer inputs changed instead, by
-the rotation alone: the values stay the same multiset, so indices stay in range and a permutation
-stays a permutation, and only an element whose neighbour in the rotation holds the same value keeps
-it. Before, such a claim's inputs never changed within a round, and a kernel replaying the product
-it computed on the round's first call was verified at 26.8x (an adversarial review, 2026-12-06).
+Integer inputs change too, by the rotation alone (the values stay the same multiset, so indices
+stay in range and a permutation stays a permutation), and not at all where their rows are in order
+(offsets), which a rotation would break. Before, a claim with no floating-point input kept its
+inputs still within a round, and a kernel replaying the product it computed on the round's first
+call was verified at 26.8x (an adversarial review, 2026-12-06).
+
+The sparse part alone let work linear in its inputs apply the changes to a kept answer
+(`delta_matmul`, 1.9x), so `plan_edit` adds a dense part, drawn per sample (`signs.py`): about
+half of every input's elements change (signs, mantissas, rotated integer values, or the ends of
+rows in order).
 """
 
 from __future__ import annotations
 
 import random
-from typing import Optional, Sequence
+from typing import Sequence
 
 import numpy as np
 
 from claimbench.orchestrator import messages as m
-from claimbench.orchestrator.signs import flip_bytes
+from claimbench.orchestrator.signs import flip_bytes, shift_sorted, sorted_rows
 from claimbench.verify import codec
 
 MAX_SPREAD = m.EDIT_MAX_ELEMENTS  # elements per input per sample: covers every axis of every shipped claim's inputs
@@ -98,29 +103,33 @@ def new_values(current: np.ndarray, dtype: str) -> np.ndarray:
 
 
 def perturbable(items: Sequence, has_bytes: Sequence[bool]) -> list[int]:
-    """The inputs changed before each timed kernel sample: every floating-point tensor with bytes;
-    where there is none, every integer or boolean one (`new_values` rotates those alone)."""
-    tensors = [i for i, it in enumerate(items) if isinstance(it, m.TensorItem) and has_bytes[i]]
-    floating = [i for i in tensors if items[i].dtype in codec.FLOATING]
-    return floating or tensors
+    """The inputs changed before each timed kernel sample: every tensor with bytes, floating-point or
+    not. Integer inputs beside floating-point ones used to stay: a float input the work never reads
+    then turned every change off, and an int64 matmul behind one replayed its product at 22.6x."""
+    return [i for i, it in enumerate(items) if isinstance(it, m.TensorItem) and has_bytes[i]]
 
 
 def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, *, rng: random.Random, flip: bool = False,
-              mantissa: bool = False, bounds: Optional[tuple[int, int]] = None) -> m.Edit:
+              mantissa: bool = False) -> m.Edit:
     """One input's edit for the next sample, from the bytes it holds now (``view``: uint8, C-order):
-    with ``flip``, a dense change drawn at random over all of it (`signs`: a floating-point input's
-    signs, or with ``mantissa`` its mantissas' top bits, for an input with no negative value; an
-    integer input's lowest bits within ``bounds``), then the spread elements set to their own
-    values of now, rotated among themselves (so each differs from what it was, whatever the flip
-    did to it)."""
+    the spread elements set to their own values of now, rotated among themselves (none for rows in
+    order, which a rotation would break), then, with ``flip``, a dense change drawn at random over
+    all of it (`signs`: a floating-point input's signs, or with ``mantissa`` its mantissas' top
+    bits, for an input with no negative value; an integer input's values rotated among a random
+    half of its elements, or, where its rows are in order, shifted by one at both ends)."""
     size = codec.itemsize(item.dtype)
-    idx = spread(item.shape, rng)
-    vals = new_values(view[byte_indices(idx, size)], item.dtype)
     floating = item.dtype in codec.FLOATING
-    dense = flip and bool(view.size) and (floating or bounds is not None)
-    seed = rng.getrandbits(63) if dense else None
+    row = int(item.shape[-1]) if item.shape else 1
+    ordered = flip and not floating and sorted_rows(view.view(codec.STORAGE[item.dtype][1]), row)
+    idx = np.zeros(0, np.int64) if ordered else spread(item.shape, rng)
+    vals = new_values(view[byte_indices(idx, size)], item.dtype)
+    seed = rng.getrandbits(63) if flip and view.size and not ordered else None
+    shift = None
+    if ordered:
+        p = rng.randrange(row // 2 + 1)
+        shift = (p, rng.randrange(max(p, row // 2), row + 1))
     return m.Edit(operand=operand, indices=idx.astype("<i8").tobytes().hex(), raw=vals.tobytes().hex(), signs=seed,
-                  mantissa=mantissa and floating and dense, bounds=None if floating or not dense else bounds)
+                  mantissa=mantissa and floating and seed is not None, shift=shift)
 
 
 def signed(item: m.TensorItem, raw: np.ndarray) -> bool:
@@ -131,21 +140,17 @@ def signed(item: m.TensorItem, raw: np.ndarray) -> bool:
     return item.dtype in codec.FLOATING and bool(raw.size) and bool(np.bitwise_or.reduce(raw[size - 1::size]) & 0x80)
 
 
-def bounds(item: m.TensorItem, raw: np.ndarray) -> Optional[tuple[int, int]]:
-    """An integer or boolean input's smallest and largest value (its pristine bytes), the range its
-    dense change keeps to; None for a floating-point or empty one."""
-    if item.dtype in codec.FLOATING or not raw.size:
-        return None
-    values = raw.view(codec.STORAGE[item.dtype][1])
-    return int(values.min()), int(values.max())
-
-
-def apply_to_bytes(view: np.ndarray, edit: m.Edit, size: int, *, dtype: str = "") -> None:
+def apply_to_bytes(view: np.ndarray, edit: m.Edit, size: int, *, dtype: str = "", row: int = 1) -> None:
     """Write an edit into a uint8 view of a C-order input of ``dtype`` (the orchestrator's own pages);
-    an edit with a flip needs ``dtype`` to find the bits it flips."""
-    if edit.signs is not None:
-        flip_bytes(view, edit.signs, dtype, mantissa=edit.mantissa, bounds=edit.bounds)
+    an edit with a dense part needs ``dtype`` to find what it changes, and a shift its ``row``, the
+    input's last dimension."""
     view[byte_indices(edit_indices(edit), size)] = np.frombuffer(bytes.fromhex(edit.raw), np.uint8)
+    # the dense part last: an integer input's rotation then moves values the sparse part already
+    # rotated among themselves, so the multiset stays (a permutation stays a permutation)
+    if edit.signs is not None:
+        flip_bytes(view, edit.signs, dtype, mantissa=edit.mantissa)
+    if edit.shift is not None:
+        shift_sorted(view.view(codec.STORAGE[dtype][1]), row, edit.shift)
 
 
 def edit_indices(edit: m.Edit) -> np.ndarray:

@@ -22,7 +22,6 @@ from claimbench.orchestrator import messages as m
 from claimbench.orchestrator import perturb as perturbation
 from claimbench.orchestrator.coordinate import Solo
 from claimbench.orchestrator.session import ClaimEnded, ClaimSession, InputSet
-from claimbench.orchestrator.signs import flip_bytes
 from claimbench.orchestrator.sweep import CacheSweep
 from claimbench.orchestrator.timed import RemoteTimer
 from claimbench.verify import accuracy, codec
@@ -58,7 +57,6 @@ class Rechecks:
         self.stale: set[str] = set()  # prepared sides whose operands must be re-derived before their next call
         self.operand_edits: list[m.Edit] = []  # for a kernel with `prepare`: changes for its passed-through operands
         self.signed: dict[int, bool] = {}  # per input of the round: does it hold negative values (signs.py flips their signs, else mantissas)
-        self.bounds: dict[int, Optional[tuple[int, int]]] = {}  # per integer input of the round: its range
         timer.hooks = self
 
     # -- rounds ----------------------------------------------------------------------------
@@ -73,7 +71,7 @@ class Rechecks:
             self.s.give(role, inputs)
         self.stale = set()
         self.operand_edits = []
-        self.signed, self.bounds = {}, {}
+        self.signed = {}
         if self.inputs is not None:
             self.s.drop(self.inputs)
         self.inputs, self.edits = inputs, []
@@ -173,12 +171,11 @@ class Rechecks:
         for i in perturbation.perturbable(self.inputs.items, usable):
             it, kbuf, pristine = self.inputs.items[i], kbufs[i], self.inputs.raw[i]
             assert isinstance(it, m.TensorItem) and kbuf is not None and pristine is not None
-            signed, bounds = self._kind(i, it, pristine)
             edit = perturbation.plan_edit(i, it, kbuf.view, rng=self.rng, flip=True,  # drawn now: after the last call returned
-                                          mantissa=not signed, bounds=bounds)
+                                          mantissa=not self._signed(i, it, pristine))
             # CPU: our own pages, the side takes no part (the baseline's get their own flip just before
             # its own sample, _flip_baseline); CUDA: ours mirror theirs, the next edit reads them
-            perturbation.apply_to_bytes(kbuf.view, edit, codec.itemsize(it.dtype), dtype=it.dtype)
+            perturbation.apply_to_bytes(kbuf.view, edit, codec.itemsize(it.dtype), dtype=it.dtype, row=_row(it))
             if self.device != "cpu":
                 if not kprep:
                     self.pending["kernel"].append(edit)
@@ -190,13 +187,12 @@ class Rechecks:
             self.flipped += edit.signs is not None
         self.stale |= {"baseline"} if self._prepared("baseline") and self.device != "cpu" else set()
 
-    def _kind(self, i: int, it: m.TensorItem, pristine: np.ndarray) -> tuple[bool, Optional[tuple[int, int]]]:
-        """Input ``i``'s dense change this round: whether it holds a negative value (a floating-point
-        one's signs flip, else its mantissas) and an integer one's range (signs.py), from its pristine bytes."""
+    def _signed(self, i: int, it: m.TensorItem, pristine: np.ndarray) -> bool:
+        """Whether input ``i`` holds a negative value this round (its signs flip, else its mantissas:
+        signs.py), from its pristine bytes."""
         if i not in self.signed:
             self.signed[i] = perturbation.signed(it, pristine)
-            self.bounds[i] = perturbation.bounds(it, pristine)
-        return self.signed[i], self.bounds[i]
+        return self.signed[i]
 
     def _flip_baseline(self) -> None:
         """CPU: a fresh dense change of the baseline's own pages just before each of its samples, as the
@@ -210,10 +206,9 @@ class Rechecks:
         for i in perturbation.perturbable(self.inputs.items, usable):
             it, buf, pristine = self.inputs.items[i], bbufs[i], self.inputs.raw[i]
             assert isinstance(it, m.TensorItem) and buf is not None and pristine is not None
-            signed, bounds = self._kind(i, it, pristine)
-            if it.dtype in codec.FLOATING or bounds is not None:
-                flip_bytes(buf.view, self.rng.getrandbits(63), it.dtype, mantissa=not signed, bounds=bounds)
-                self.stale |= {"baseline"} if self._prepared("baseline") else set()
+            edit = perturbation.plan_edit(i, it, buf.view, rng=self.rng, flip=True, mantissa=not self._signed(i, it, pristine))
+            perturbation.apply_to_bytes(buf.view, edit, codec.itemsize(it.dtype), dtype=it.dtype, row=_row(it))
+            self.stale |= {"baseline"} if self._prepared("baseline") else set()
 
     def take_edits(self, side: str) -> list[m.Edit]:
         """The perturbations not yet sent to ``side``, handed over once: a CUDA side applies them itself."""
@@ -268,3 +263,8 @@ class Rechecks:
         self.failures.append(why)
         raise ClaimEnded("rejected", f"timed calls returned wrong answers ({len(self.failures)} of {self.checked} "
                          f"checked): {why}")
+
+
+def _row(it: m.TensorItem) -> int:
+    """An input's last dimension: the rows a shift keeps in order (signs.shift_sorted)."""
+    return int(it.shape[-1]) if it.shape else 1

@@ -1,4 +1,5 @@
-"""The dense part of a timed sample's change: the sign of about half of every element, drawn anew.
+"""The dense part of a timed sample's change: about half of every input's elements, drawn anew
+(a float's sign or mantissa, an integer's value rotated among them, the ends of rows in order).
 
 The sparse part (`perturb.spread`: every index of every axis, a few thousand elements) forces an
 incremental update to touch every row and column, but work linear in its input can still apply
@@ -53,18 +54,21 @@ def sign_chunks(seed: int, n: int, size: int, *, chunk: int = CHUNK, bit: Option
         yield start, mask
 
 
-def flip_bytes(view: np.ndarray, seed: int, dtype: str, *, mantissa: bool = False,
-               bounds: Optional[tuple[int, int]] = None) -> None:
-    """Flip the chosen elements in place in a uint8 view of a C-order input of ``dtype``: their sign
-    (an infinity or a NaN keeps its own: a mask's -inf stays -inf);
-    with ``mantissa`` the top bit of the mantissa of those whose exponent is neither zero nor all
-    ones (a zero stays zero, an infinity or a NaN stays what it is, and no finite value becomes one):
-    a non-negative input stays non-negative and in its binade, so a scale or a probability keeps its
-    meaning while every element may change by a quarter to a half of itself. An integer or boolean
-    input has its lowest bit flipped (x +- 1) where the result stays within ``bounds``, the round's
-    own smallest and largest value: an index stays in range."""
+def flip_bytes(view: np.ndarray, seed: int, dtype: str, *, mantissa: bool = False) -> None:
+    """Change the chosen elements in place in a uint8 view of a C-order input of ``dtype``: their sign
+    (an infinity or a NaN keeps its own: a mask's -inf stays -inf); with ``mantissa`` the top bit of
+    the mantissa of those whose exponent is neither zero nor all ones (a zero stays zero, and no
+    finite value becomes an infinity or a NaN): a non-negative input stays non-negative and in its
+    binade, so a scale or a probability keeps its meaning while every element may change by a
+    quarter to a half of itself. An integer or boolean input has its chosen elements' values
+    rotated by one place among them, chunk by chunk: the multiset stays, so an index stays in range
+    and a permutation stays a permutation."""
     if dtype not in FIELDS:
-        _flip_low(view.view(codec_storage(dtype)), seed, bounds)
+        values = view.view(_INTS[dtype])
+        for start, mask in sign_chunks(seed, values.size, values.dtype.itemsize, bit=1):
+            part = values[start:start + mask.size]
+            chosen = np.flatnonzero(mask)
+            part[chosen] = np.roll(part[chosen], 1)
         return
     exp, top = FIELDS[dtype]
     size = _width(dtype)
@@ -77,25 +81,29 @@ def flip_bytes(view: np.ndarray, seed: int, dtype: str, *, mantissa: bool = Fals
         np.bitwise_xor(part, mask, out=part)
 
 
-def _flip_low(values: np.ndarray, seed: int, bounds: Optional[tuple[int, int]]) -> None:
-    if bounds is None:
-        raise ValueError("an integer input's flip needs the round's bounds")
-    lo, hi = bounds
-    size = values.dtype.itemsize
-    for start, mask in sign_chunks(seed, values.size, size, bit=1):
-        part = values[start:start + mask.size]
-        moved = part ^ mask.view(part.dtype)
-        keep = (moved >= lo) & (moved <= hi)
-        part[keep] = moved[keep]
+def sorted_rows(values: np.ndarray, row: int) -> bool:
+    """Whether every row of ``row`` elements (the last axis) is non-decreasing and longer than one:
+    offsets and lengths in order, which a rotation would break."""
+    if row < 2 or not values.size:
+        return False
+    rows = values.reshape(-1, row)
+    return bool(np.all(rows[:, 1:] >= rows[:, :-1]))
+
+
+def shift_sorted(values: np.ndarray, row: int, shift: tuple[int, int]) -> None:
+    """An input whose rows are in order: elements before ``shift[0]`` of every row move down by one
+    and those from ``shift[1]`` on up by one, each within its row's own smallest and largest value. A row stays
+    in order with its ends where they were (offsets keep their 0 and their total), and nearly every
+    element changes."""
+    p, q = shift
+    rows = values.reshape(-1, row)
+    lo, hi = rows.min(axis=1, keepdims=True), rows.max(axis=1, keepdims=True)
+    rows[:, :p] = np.maximum(rows[:, :p], lo + 1) - 1
+    rows[:, q:] = np.minimum(rows[:, q:], hi - 1) + 1
 
 
 _INTS: dict[str, type[np.generic]] = {"int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8,
                                       "uint8": np.uint8, "bool": np.uint8}
-
-
-def codec_storage(dtype: str) -> type[np.generic]:
-    """numpy's type for an integer or boolean input's elements (a bool as its byte)."""
-    return _INTS[dtype]
 
 
 def _width(dtype: str) -> int:

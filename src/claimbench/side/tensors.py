@@ -103,32 +103,39 @@ def set_elements(t: torch.Tensor, edit) -> None:
     if len(raw) != idx.size * es or (idx.size and (idx.min() < 0 or idx.max() >= torch.Tensor.numel(t))):
         raise ValueError(f"an edit of {idx.size} elements does not fit operand {edit.operand}")
     byte_idx = torch.from_numpy(byte_indices(idx, es).copy()).to(t.device)
-    if edit.signs is not None:  # the dense part first (orchestrator/signs.py), in the element's own width
+    if idx.size:  # a shift of rows in order comes with no sparse part (perturb.plan_edit)
+        flat = torch.Tensor.view(torch.Tensor.reshape(t, -1), torch.uint8)
+        flat[byte_idx] = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(t.device)
+    if edit.signs is not None or edit.shift is not None:  # the dense part last, as perturb.apply_to_bytes
         _flip(t, edit, es)
-    flat = torch.Tensor.view(torch.Tensor.reshape(t, -1), torch.uint8)
-    src = torch.frombuffer(bytearray(raw), dtype=torch.uint8).to(t.device)
-    flat[byte_idx] = src
 
 
 def _flip(t: torch.Tensor, edit, es: int) -> None:
-    """The dense part of an edit, as `signs.flip_bytes` writes it into the orchestrator's pages."""
+    """The dense part of an edit, as `signs.flip_bytes` and `signs.shift_sorted` write it into the
+    orchestrator's pages, element for element."""
     from claimbench.orchestrator.signs import CHUNK, FIELDS, sign_chunks
 
     name = str(t.dtype).removeprefix("torch.")
     step = CHUNK if t.device.type == "cpu" else CHUNK << 6  # 4M elements a copy to a device
-    if name not in FIELDS:  # an integer or boolean: the lowest bit, where the result stays in bounds
-        if edit.bounds is None:
-            raise ValueError(f"an integer flip of operand {edit.operand} carries no bounds")
-        lo, hi = edit.bounds
-        ints = torch.Tensor.reshape(t, -1)
-        ints = torch.Tensor.view(ints, torch.uint8) if t.dtype == torch.bool else ints
-        for start, mask in sign_chunks(edit.signs, torch.Tensor.numel(ints), es, chunk=step, bit=1):
-            part = ints[start:start + mask.size]
-            moved = torch.Tensor.bitwise_xor(part, torch.from_numpy(mask.view(_NP_SIGNED[es])).to(t.device))
-            torch.Tensor.copy_(part, torch.where((moved >= lo) & (moved <= hi), moved, part))
+    flat = torch.Tensor.reshape(t, -1)
+    flat = torch.Tensor.view(flat, torch.uint8) if t.dtype == torch.bool else flat
+    if edit.shift is not None:  # rows in order: the ends of every row move by one, inside its own range
+        p, q = edit.shift
+        rows = torch.Tensor.view(flat, -1, int(t.shape[-1]) if t.dim() else 1)
+        lo = torch.Tensor.amin(rows, dim=1, keepdim=True)
+        hi = torch.Tensor.amax(rows, dim=1, keepdim=True)
+        torch.Tensor.copy_(rows[:, :p], torch.maximum(rows[:, :p], lo + 1) - 1)
+        torch.Tensor.copy_(rows[:, q:], torch.minimum(rows[:, q:], hi - 1) + 1)
+    if edit.signs is None:
+        return
+    if name not in FIELDS:  # an integer or boolean: the chosen elements' values rotated among them
+        for start, mask in sign_chunks(edit.signs, torch.Tensor.numel(flat), es, chunk=CHUNK, bit=1):
+            part = flat[start:start + mask.size]
+            chosen = torch.from_numpy(np.flatnonzero(mask)).to(t.device)
+            torch.Tensor.index_copy_(part, 0, chosen, torch.roll(part[chosen], 1))
         return
     exp, top = FIELDS[name]
-    words = torch.Tensor.view(torch.Tensor.reshape(t, -1), _SIGNED[es])
+    words = torch.Tensor.view(flat, _SIGNED[es])
     field = torch.tensor(exp, dtype=_SIGNED[es], device=t.device)  # every exponent field fits the signed width
     for start, mask in sign_chunks(edit.signs, torch.Tensor.numel(words), es, chunk=step,
                                    bit=top if edit.mantissa else None):
