@@ -73,6 +73,21 @@ correctness: {{method: exact, reference: kernels/cheat/int_matmul_task.py:refere
 claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
 """
 
+# The same product on int32 operands holding int8 values, scaled per output channel by a float32
+# vector with no negative value (W8A8's scaled_mm with the quantization done by the task).
+SCALED_INT_MATMUL = HEAD + """\
+workload:
+  inputs: kernels/cheat/scaled_int_matmul_task.py:make_inputs
+  params: {{n: 384, unsigned: {unsigned}}}
+  check_params: [{{n: 17}}, {{n: 1}}]
+precision: {{dtype: float32}}
+kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
+baseline: {{name: torch.matmul, impl: kernels/cheat/scaled_int_matmul_task.py:torch_scaled_matmul}}
+correctness: {{method: allclose, reference: kernels/cheat/scaled_int_matmul_task.py:reference_fp64, max_rel_l2: 1.0e-5,
+  rtol: 1.0e-5, atol: 1.0e-4, trials: 2}}
+claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
+"""
+
 MASK = HEAD + """\
 workload:
   inputs: kernels/cheat/mask_task.py:make_inputs
@@ -124,7 +139,7 @@ claimed: {{metric: gbps, value: {value}, tolerance: 0.05}}
 # for what it does, not for its number.
 DEFAULTS = {"title": "fixture", "device": "cpu", "params": "{rows: 64, cols: 250}",
             "bytes": "8 * rows * cols", "flops": "", "kernel_extra": "", "properties": "",
-            "reference": "kernels/softmax_cpu.py:reference_fp64", "value": "0.01"}
+            "reference": "kernels/softmax_cpu.py:reference_fp64", "value": "0.01", "unsigned": "0"}
 
 
 def make_project(root: Path) -> Path:
