@@ -242,7 +242,8 @@ def test_integer_operands_beside_a_floating_point_scale_change_too(cheat_root, c
                      write_claim(cheat_root, f"int-beside-float-{values}", "int_beside_float",
                                  template=SCALED_INT_MATMUL, value="1.5", unsigned=str(int(values == "unsigned"))))
     assert out.status != S.VERIFIED, out.reason
-    assert out.value is None or out.value < 1.3, (out.status, out.reason)
+    # the interval's low end: an honest 1x reads 1.66 [0.91, 2.53] with 72% of the cores busy elsewhere
+    assert out.ci_low is None or out.ci_low < 1.3, (out.status, out.reason)
     checks = _timed_checks(out)  # a kept product answers for integers that changed: rejected, or it redoes the work
     assert out.status == S.REJECTED or (checks["failed"] == 0 and checks["flipped"] == checks["perturbed"] > 0), \
         (out.status, out.reason, checks)

@@ -199,3 +199,23 @@ def test_rows_in_order_stay_in_order_with_their_ends_and_nearly_every_element_mo
     assert (side[:, 1:] >= side[:, :-1]).all()
     assert (side[:, 0] == 0).all() and (side[:, -1] == offsets[:, -1]).all()
     assert (side != offsets).double().mean().item() > 0.3
+
+
+def test_rows_in_order_that_a_shift_would_barely_move_are_rotated_instead():
+    """A claim could make an integer input sorted to keep it still: rows of two values (0s then 1s)
+    move not at all under a shift clamped to each row's range (and 2.7% under a rotation by one
+    place). Where a shift would move fewer than a quarter of the elements, another change does."""
+    split = torch.randint(1, 95, (64, 1))
+    two_valued = (torch.arange(96)[None, :] >= split).to(torch.int64)
+    side, rest = _flip_both_ways(two_valued, "int64", 14)
+    assert (side != two_valued).double().mean().item() > 0.2
+
+
+def test_values_that_repeat_too_much_to_shuffle_flip_their_lowest_bit_within_their_range():
+    """A mostly-zero integer matrix barely moves under a shuffle (a chosen zero takes another
+    zero), so a kernel linear in it could update a kept answer: its lowest bits flip instead, within
+    the input's own range, and a quarter of its elements or more change."""
+    sparse = (torch.rand(64, 96) < 0.01).to(torch.int32)
+    side, _ = _flip_both_ways(sparse, "int32", 15)
+    assert (side != sparse).double().mean().item() > 0.2
+    assert ((side >= 0) & (side <= 1)).all()

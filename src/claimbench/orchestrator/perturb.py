@@ -34,12 +34,12 @@ rows in order).
 from __future__ import annotations
 
 import random
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
 from claimbench.orchestrator import messages as m
-from claimbench.orchestrator.signs import flip_bytes, shift_sorted, sorted_rows
+from claimbench.orchestrator.signs import change_ints, flip_bytes, shift_sorted, sorted_rows
 from claimbench.verify import codec
 
 MAX_SPREAD = m.EDIT_MAX_ELEMENTS  # elements per input per sample: covers every axis of every shipped claim's inputs
@@ -120,16 +120,48 @@ def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, *, rng: random
     size = codec.itemsize(item.dtype)
     floating = item.dtype in codec.FLOATING
     row = int(item.shape[-1]) if item.shape else 1
-    ordered = flip and not floating and sorted_rows(view.view(codec.STORAGE[item.dtype][1]), row)
-    idx = np.zeros(0, np.int64) if ordered else spread(item.shape, rng)
+    shift, low = None, None
+    if flip and not floating and view.size:
+        shift, low = _integer_change(view.view(codec.STORAGE[item.dtype][1]), row, rng)
+    idx = np.zeros(0, np.int64) if shift else spread(item.shape, rng)
     vals = new_values(view[byte_indices(idx, size)], item.dtype)
-    seed = rng.getrandbits(63) if flip and view.size and not ordered else None
-    shift = None
-    if ordered:
-        p = rng.randrange(row // 2 + 1)
-        shift = (p, rng.randrange(max(p, row // 2), row + 1))
+    seed = rng.getrandbits(63) if flip and view.size and not shift else None
     return m.Edit(operand=operand, indices=idx.astype("<i8").tobytes().hex(), raw=vals.tobytes().hex(), signs=seed,
-                  mantissa=mantissa and floating and seed is not None, shift=shift)
+                  mantissa=mantissa and floating and seed is not None, shift=shift, low=low)
+
+
+ENOUGH = 0.25           # an integer input's change must move at least this share of its elements
+PROBE_ELEMENTS = 1 << 20  # ...judged on the first this many (whole rows), so a big input costs little
+
+
+def _integer_change(values: np.ndarray, row: int, rng: random.Random) -> tuple[Optional[tuple[int, int]], Optional[tuple[int, int]]]:
+    """Which dense change an integer input gets (shift, low), the first that moves at least ENOUGH of
+    its elements, tried on a copy of its first PROBE_ELEMENTS: a shift keeping the order of rows in
+    order (offsets), then a shuffle keeping the multiset (indices, permutations), then the lowest
+    bit within the input's range (values that repeat so much that a shuffle barely moves them: rows
+    of 0s then 1s moved not at all under a clamped shift, and 2.7% under a rotation). A claim could
+    otherwise pick integer inputs that stay still."""
+    take = max(row, PROBE_ELEMENTS // max(row, 1) * row) if values.size > PROBE_ELEMENTS else values.size
+    head = values[:take]
+    tries: list[tuple[Optional[tuple[int, int]], Optional[tuple[int, int]]]] = []
+    if sorted_rows(head, row) and sorted_rows(values, row):
+        p = rng.randrange(row // 2 + 1)
+        tries.append(((p, rng.randrange(max(p, row // 2), row + 1)), None))
+    tries += [(None, None), (None, (int(values.min()), int(values.max())))]
+    probe_seed = rng.getrandbits(63)
+    best, best_moved = tries[-1], -1
+    for shift, low in tries:
+        trial = head.copy()
+        if shift is not None:
+            shift_sorted(trial, row, shift)
+        else:
+            change_ints(trial, probe_seed, low=low)
+        moved = int(np.count_nonzero(trial != head))
+        if moved >= ENOUGH * head.size:
+            return shift, low
+        if moved > best_moved:
+            best, best_moved = (shift, low), moved
+    return best
 
 
 def signed(item: m.TensorItem, raw: np.ndarray) -> bool:
@@ -148,7 +180,7 @@ def apply_to_bytes(view: np.ndarray, edit: m.Edit, size: int, *, dtype: str = ""
     # the dense part last: an integer input's rotation then moves values the sparse part already
     # rotated among themselves, so the multiset stays (a permutation stays a permutation)
     if edit.signs is not None:
-        flip_bytes(view, edit.signs, dtype, mantissa=edit.mantissa)
+        flip_bytes(view, edit.signs, dtype, mantissa=edit.mantissa, low=edit.low)
     if edit.shift is not None:
         shift_sorted(view.view(codec.STORAGE[dtype][1]), row, edit.shift)
 

@@ -54,21 +54,16 @@ def sign_chunks(seed: int, n: int, size: int, *, chunk: int = CHUNK, bit: Option
         yield start, mask
 
 
-def flip_bytes(view: np.ndarray, seed: int, dtype: str, *, mantissa: bool = False) -> None:
+def flip_bytes(view: np.ndarray, seed: int, dtype: str, *, mantissa: bool = False,
+               low: Optional[tuple[int, int]] = None) -> None:
     """Change the chosen elements in place in a uint8 view of a C-order input of ``dtype``: their sign
     (an infinity or a NaN keeps its own: a mask's -inf stays -inf); with ``mantissa`` the top bit of
     the mantissa of those whose exponent is neither zero nor all ones (a zero stays zero, and no
     finite value becomes an infinity or a NaN): a non-negative input stays non-negative and in its
     binade, so a scale or a probability keeps its meaning while every element may change by a
-    quarter to a half of itself. An integer or boolean input has its chosen elements' values
-    rotated by one place among them, chunk by chunk: the multiset stays, so an index stays in range
-    and a permutation stays a permutation."""
+    quarter to a half of itself. An integer or boolean input: `change_ints`."""
     if dtype not in FIELDS:
-        values = view.view(_INTS[dtype])
-        for start, mask in sign_chunks(seed, values.size, values.dtype.itemsize, bit=1):
-            part = values[start:start + mask.size]
-            chosen = np.flatnonzero(mask)
-            part[chosen] = np.roll(part[chosen], 1)
+        change_ints(view.view(_INTS[dtype]), seed, low=low)
         return
     exp, top = FIELDS[dtype]
     size = _width(dtype)
@@ -79,6 +74,33 @@ def flip_bytes(view: np.ndarray, seed: int, dtype: str, *, mantissa: bool = Fals
         field = part & kind(exp)
         mask *= ((field != 0) & (field != kind(exp))) if mantissa else (field != kind(exp))
         np.bitwise_xor(part, mask, out=part)
+
+
+def int_chunks(seed: int, n: int) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
+    """(start, chosen, order) per CHUNK of an integer input's ``n`` elements: a random half of the
+    chunk's positions, and a random order of them. Every process that changes an integer input
+    draws both from this one generator, so they agree element for element."""
+    rng = np.random.default_rng(seed)
+    for start in range(0, n, CHUNK):
+        count = min(CHUNK, n - start)
+        chosen = np.flatnonzero(np.unpackbits(np.frombuffer(rng.bytes((count + 7) // 8), np.uint8), count=count))
+        yield start, chosen, rng.permutation(chosen.size)
+
+
+def change_ints(values: np.ndarray, seed: int, *, low: Optional[tuple[int, int]] = None) -> None:
+    """An integer or boolean input, in place (``values``: its elements, C-order): the chosen
+    elements' values shuffled among them, so the values stay the same multiset (an index stays in
+    range, a permutation a permutation); or with ``low`` = (smallest, largest), their lowest bit
+    flipped where the value stays within that range (x +- 1), for an input whose values repeat so
+    much that a shuffle barely moves it (rows of 0s then 1s, a mostly-zero matrix)."""
+    for start, chosen, order in int_chunks(seed, values.size):
+        part = values[start:start + CHUNK]
+        if low is None:
+            part[chosen] = part[chosen][order]
+            continue
+        moved = part[chosen] ^ np.array(1, part.dtype)
+        keep = (moved >= low[0]) & (moved <= low[1])
+        part[chosen[keep]] = moved[keep]
 
 
 def sorted_rows(values: np.ndarray, row: int) -> bool:

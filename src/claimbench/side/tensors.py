@@ -113,7 +113,7 @@ def set_elements(t: torch.Tensor, edit) -> None:
 def _flip(t: torch.Tensor, edit, es: int) -> None:
     """The dense part of an edit, as `signs.flip_bytes` and `signs.shift_sorted` write it into the
     orchestrator's pages, element for element."""
-    from claimbench.orchestrator.signs import CHUNK, FIELDS, sign_chunks
+    from claimbench.orchestrator.signs import CHUNK, FIELDS, int_chunks, sign_chunks
 
     name = str(t.dtype).removeprefix("torch.")
     step = CHUNK if t.device.type == "cpu" else CHUNK << 6  # 4M elements a copy to a device
@@ -128,11 +128,17 @@ def _flip(t: torch.Tensor, edit, es: int) -> None:
         torch.Tensor.copy_(rows[:, q:], torch.minimum(rows[:, q:], hi - 1) + 1)
     if edit.signs is None:
         return
-    if name not in FIELDS:  # an integer or boolean: the chosen elements' values rotated among them
-        for start, mask in sign_chunks(edit.signs, torch.Tensor.numel(flat), es, chunk=CHUNK, bit=1):
-            part = flat[start:start + mask.size]
-            chosen = torch.from_numpy(np.flatnonzero(mask)).to(t.device)
-            torch.Tensor.index_copy_(part, 0, chosen, torch.roll(part[chosen], 1))
+    if name not in FIELDS:  # an integer or boolean, as signs.change_ints: shuffled, or the lowest bit in range
+        for start, chosen, order in int_chunks(edit.signs, torch.Tensor.numel(flat)):
+            part = flat[start:start + CHUNK]
+            where = torch.from_numpy(chosen).to(t.device)
+            got = part[where]
+            if edit.low is None:
+                torch.Tensor.index_copy_(part, 0, where, got[torch.from_numpy(order).to(t.device)])
+                continue
+            moved = torch.Tensor.bitwise_xor(got, 1)
+            keep = (moved >= edit.low[0]) & (moved <= edit.low[1])
+            torch.Tensor.index_copy_(part, 0, where[keep], moved[keep])
         return
     exp, top = FIELDS[name]
     words = torch.Tensor.view(flat, _SIGNED[es])
