@@ -19,16 +19,16 @@ rotated among themselves (the input's distribution is kept: no negative scale wh
 positive), and an element of a floating-point input that would keep its value gets ``-old - 1``
 instead, so each one changes.
 
-Integer inputs change too, by the rotation alone (the values stay the same multiset, so indices
-stay in range and a permutation stays a permutation), and not at all where their rows are in order
+Integer inputs change too: the sparse rotation keeps their values the same multiset (indices stay
+in range, a permutation stays a permutation), and none is made where their rows are in order
 (offsets), which a rotation would break. Before, a claim with no floating-point input kept its
 inputs still within a round, and a kernel replaying the product it computed on the round's first
 call was verified at 26.8x (an adversarial review, 2026-12-06).
 
 The sparse part alone let work linear in its inputs apply the changes to a kept answer
 (`delta_matmul`, 1.9x), so `plan_edit` adds a dense part, drawn per sample (`signs.py`): about
-half of every input's elements change (signs, mantissas, rotated integer values, or the ends of
-rows in order).
+half of every input's elements change (signs or mantissas; for integers, the first of a shift of
+rows in order, a shuffle, or the lowest bit within range that moves a quarter of them).
 """
 
 from __future__ import annotations
@@ -115,8 +115,7 @@ def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, *, rng: random
     the spread elements set to their own values of now, rotated among themselves (none for rows in
     order, which a rotation would break), then, with ``flip``, a dense change drawn at random over
     all of it (`signs`: a floating-point input's signs, or with ``mantissa`` its mantissas' top
-    bits, for an input with no negative value; an integer input's values rotated among a random
-    half of its elements, or, where its rows are in order, shifted by one at both ends)."""
+    bits, for an input with no negative value; for an integer input, `_integer_change`)."""
     size = codec.itemsize(item.dtype)
     floating = item.dtype in codec.FLOATING
     row = int(item.shape[-1]) if item.shape else 1
