@@ -183,6 +183,18 @@ def test_a_float_input_the_work_never_reads_does_not_keep_the_integer_inputs_sti
     assert out.value is None or out.value < 1.1, (out.status, out.reason)
 
 
+def test_an_integer_input_of_one_value_keeps_the_run_from_verified(cheat_root, cheat_servers, monkeypatch):
+    """No change keeps an input of one value in its range and moves it, so a claim on constant int64
+    matrices would keep its inputs still for the replay cheat: the run says why it cannot verify."""
+    from claimbench.gate import policy
+    monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])
+    template = INT_MATMUL.replace("params: {{n: 384}}", "params: {{n: 384, constant: 1}}")
+    out = _run_short(cheat_root, cheat_servers,
+                     write_claim(cheat_root, "int-replay-constant", "int_replay", template=template, value="1.2"))
+    assert out.status != S.VERIFIED, out.reason
+    assert "holds one value only" in _timed_checks(out)["unperturbed"], out.reason
+
+
 def test_a_kernel_whose_prepare_fixes_the_weight_cannot_update_its_answer_for_the_activations(cheat_root, cheat_servers):
     """`prepare` lays out B and passes A through; the kernel adds dA B to its kept C when few
     elements of A changed (4.9x for an honest 1x under sparse changes, an adversarial review).

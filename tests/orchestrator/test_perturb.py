@@ -213,7 +213,7 @@ def test_rows_in_order_that_a_shift_would_barely_move_are_rotated_instead():
 
 def test_values_that_repeat_too_much_to_shuffle_flip_their_lowest_bit_within_their_range():
     """A mostly-zero integer matrix barely moves under a shuffle (a chosen zero takes another
-    zero), so a kernel linear in it could update a kept answer: its lowest bits flip instead, within
+    zero), so a kernel linear in it could update a kept answer: half of it moves one step instead, within
     the input's own range, and a quarter of its elements or more change."""
     sparse = (torch.rand(64, 96) < 0.01).to(torch.int32)
     side, _ = _flip_both_ways(sparse, "int32", 15)

@@ -77,7 +77,7 @@ class Edit(_Model):
     signs: Optional[Annotated[int, Field(ge=0, lt=1 << 63)]] = None
     mantissa: bool = False                # the flip's bit: the mantissa's top one, not the sign (orchestrator/signs.py)
     shift: Optional[tuple[Annotated[int, Field(ge=0)], Annotated[int, Field(ge=0)]]] = None  # rows in order: signs.shift_sorted
-    low: Optional[tuple[int, int]] = None  # an integer input's range: flip its lowest bit within it (signs.change_ints)
+    low: Optional[tuple[int, int]] = None  # an integer input's range: one step within it (signs.change_ints)
 
 
 class Variant(_Model):

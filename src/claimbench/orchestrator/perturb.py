@@ -28,7 +28,7 @@ call was verified at 26.8x (an adversarial review, 2026-12-06).
 The sparse part alone let work linear in its inputs apply the changes to a kept answer
 (`delta_matmul`, 1.9x), so `plan_edit` adds a dense part, drawn per sample (`signs.py`): about
 half of every input's elements change (signs or mantissas; for integers, the first of a shift of
-rows in order, a shuffle, or the lowest bit within range that moves a quarter of them).
+rows in order, a shuffle, or one step within range that moves a quarter of them).
 """
 
 from __future__ import annotations
@@ -39,7 +39,7 @@ from typing import Optional, Sequence
 import numpy as np
 
 from claimbench.orchestrator import messages as m
-from claimbench.orchestrator.signs import change_ints, flip_bytes, shift_sorted, sorted_rows
+from claimbench.orchestrator.signs import change_ints, flip_bytes, int_view, shift_sorted, sorted_rows
 from claimbench.verify import codec
 
 MAX_SPREAD = m.EDIT_MAX_ELEMENTS  # elements per input per sample: covers every axis of every shipped claim's inputs
@@ -121,7 +121,7 @@ def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, *, rng: random
     row = int(item.shape[-1]) if item.shape else 1
     shift, low = None, None
     if flip and not floating and view.size:
-        shift, low = _integer_change(view.view(codec.STORAGE[item.dtype][1]), row, rng)
+        shift, low = _integer_change(int_view(view, item.dtype), row, rng)
     idx = np.zeros(0, np.int64) if shift else spread(item.shape, rng)
     vals = new_values(view[byte_indices(idx, size)], item.dtype)
     seed = rng.getrandbits(63) if flip and view.size and not shift else None
@@ -163,6 +163,16 @@ def _integer_change(values: np.ndarray, row: int, rng: random.Random) -> tuple[O
     return best
 
 
+def constant(item: m.TensorItem, raw: np.ndarray) -> bool:
+    """Whether an integer or boolean input of two elements or more holds one value only: no change
+    keeps it in its range and moves it, so a claim made this way would keep its inputs still (a
+    replay of an int64 matmul of constant matrices); the run cannot be `verified` (rechecks)."""
+    if item.dtype in codec.FLOATING or raw.size < 2 * codec.itemsize(item.dtype):
+        return False
+    values = int_view(raw, item.dtype)
+    return bool(values.min() == values.max())
+
+
 def signed(item: m.TensorItem, raw: np.ndarray) -> bool:
     """Whether a floating-point input holds a negative value (a set sign bit): only such an input's
     signs are flipped, since one that is all non-negative may mean something a sign would break (a
@@ -181,7 +191,7 @@ def apply_to_bytes(view: np.ndarray, edit: m.Edit, size: int, *, dtype: str = ""
     if edit.signs is not None:
         flip_bytes(view, edit.signs, dtype, mantissa=edit.mantissa, low=edit.low)
     if edit.shift is not None:
-        shift_sorted(view.view(codec.STORAGE[dtype][1]), row, edit.shift)
+        shift_sorted(int_view(view, dtype), row, edit.shift)
 
 
 def edit_indices(edit: m.Edit) -> np.ndarray:

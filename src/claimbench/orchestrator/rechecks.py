@@ -44,6 +44,7 @@ class Rechecks:
         self.seen_in_round = 0  # CUDA kernel samples of this round so far (the reservoir's k)
         self.failures: list[str] = []
         self.perturbed = 0
+        self.constant: set[int] = set()  # integer inputs of one value only: nothing can change them (perturb.constant)
         self.flipped = 0  # kernel samples whose inputs' signs were flipped everywhere (signs.py)
         self.sweep: Optional[CacheSweep] = None  # CPU, unless --hot: the caches read through before each sample
         self.shape_after_warmup: Optional[dict] = None
@@ -152,8 +153,13 @@ class Rechecks:
 
     @property
     def unperturbed(self) -> str:
-        """Why no input of the kernel's can change between its timed calls (its `prepare` passes none
-        through unchanged), or ""."""
+        """Why an input of the kernel's cannot change between its timed calls (its `prepare` passes
+        none through unchanged, or an integer input holds one value only), or ""."""
+        if self.constant:
+            i = min(self.constant)
+            return (f"input {i} holds one value only, so no change before a timed call can move it, and work that "
+                    "depends on it alone could be kept from call to call; pass it as a number in workload.params, "
+                    "or draw varied values in make_inputs")
         if not self._prepared("kernel") or self.s.passthrough:
             return ""
         return ("the kernel's `prepare` passes none of its inputs through unchanged, so no timed call's inputs "
@@ -171,6 +177,8 @@ class Rechecks:
         for i in perturbation.perturbable(self.inputs.items, usable):
             it, kbuf, pristine = self.inputs.items[i], kbufs[i], self.inputs.raw[i]
             assert isinstance(it, m.TensorItem) and kbuf is not None and pristine is not None
+            if perturbation.constant(it, pristine):
+                self.constant.add(i)
             edit = perturbation.plan_edit(i, it, kbuf.view, rng=self.rng, flip=True,  # drawn now: after the last call returned
                                           mantissa=not self._signed(i, it, pristine))
             # CPU: our own pages, the side takes no part (the baseline's get their own flip just before

@@ -63,7 +63,7 @@ def flip_bytes(view: np.ndarray, seed: int, dtype: str, *, mantissa: bool = Fals
     binade, so a scale or a probability keeps its meaning while every element may change by a
     quarter to a half of itself. An integer or boolean input: `change_ints`."""
     if dtype not in FIELDS:
-        change_ints(view.view(_INTS[dtype]), seed, low=low)
+        change_ints(int_view(view, dtype), seed, low=low)
         return
     exp, top = FIELDS[dtype]
     size = _width(dtype)
@@ -90,17 +90,17 @@ def int_chunks(seed: int, n: int) -> Iterator[tuple[int, np.ndarray, np.ndarray]
 def change_ints(values: np.ndarray, seed: int, *, low: Optional[tuple[int, int]] = None) -> None:
     """An integer or boolean input, in place (``values``: its elements, C-order): the chosen
     elements' values shuffled among them, so the values stay the same multiset (an index stays in
-    range, a permutation a permutation); or with ``low`` = (smallest, largest), their lowest bit
-    flipped where the value stays within that range (x +- 1), for an input whose values repeat so
-    much that a shuffle barely moves it (rows of 0s then 1s, a mostly-zero matrix)."""
+    range, a permutation a permutation); or with ``low`` = (smallest, largest), each one up by one,
+    or down by one where it is the largest (so it stays within that range), for an input whose
+    values repeat so much that a shuffle barely moves it (rows of 0s then 1s, a mostly-zero
+    matrix). An input of one value only cannot change at all: `perturb.constant` refuses it."""
     for start, chosen, order in int_chunks(seed, values.size):
         part = values[start:start + CHUNK]
         if low is None:
             part[chosen] = part[chosen][order]
             continue
-        moved = part[chosen] ^ np.array(1, part.dtype)
-        keep = (moved >= low[0]) & (moved <= low[1])
-        part[chosen[keep]] = moved[keep]
+        got = part[chosen]
+        part[chosen] = np.where(got < low[1], got + np.array(1, got.dtype), got - np.array(1, got.dtype))
 
 
 def sorted_rows(values: np.ndarray, row: int) -> bool:
@@ -126,6 +126,11 @@ def shift_sorted(values: np.ndarray, row: int, shift: tuple[int, int]) -> None:
 
 _INTS: dict[str, type[np.generic]] = {"int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8,
                                       "uint8": np.uint8, "bool": np.uint8}
+
+
+def int_view(view: np.ndarray, dtype: str) -> np.ndarray:
+    """An integer or boolean input's bytes as numbers (a bool as its byte, so it can step by one)."""
+    return view.view(_INTS[dtype])
 
 
 def _width(dtype: str) -> int:

@@ -128,7 +128,7 @@ def _flip(t: torch.Tensor, edit, es: int) -> None:
         torch.Tensor.copy_(rows[:, q:], torch.minimum(rows[:, q:], hi - 1) + 1)
     if edit.signs is None:
         return
-    if name not in FIELDS:  # an integer or boolean, as signs.change_ints: shuffled, or the lowest bit in range
+    if name not in FIELDS:  # an integer or boolean, as signs.change_ints: shuffled, or one step within range
         for start, chosen, order in int_chunks(edit.signs, torch.Tensor.numel(flat)):
             part = flat[start:start + CHUNK]
             where = torch.from_numpy(chosen).to(t.device)
@@ -136,9 +136,7 @@ def _flip(t: torch.Tensor, edit, es: int) -> None:
             if edit.low is None:
                 torch.Tensor.index_copy_(part, 0, where, got[torch.from_numpy(order).to(t.device)])
                 continue
-            moved = torch.Tensor.bitwise_xor(got, 1)
-            keep = (moved >= edit.low[0]) & (moved <= edit.low[1])
-            torch.Tensor.index_copy_(part, 0, where[keep], moved[keep])
+            torch.Tensor.index_copy_(part, 0, where, torch.where(got < edit.low[1], got + 1, got - 1).to(got.dtype))
         return
     exp, top = FIELDS[name]
     words = torch.Tensor.view(flat, _SIGNED[es])
