@@ -88,6 +88,33 @@ correctness: {{method: allclose, reference: kernels/cheat/scaled_int_matmul_task
 claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
 """
 
+# A sort of int64 values to 2^40 (an answer that depends only on the values' multiset) and an honest
+# matmul whose task hands over a transposed (non-contiguous) B, for the integer and layout cases.
+SORT = HEAD + """\
+workload:
+  inputs: kernels/cheat/int_sort_task.py:make_inputs
+  params: {{n: 262144, cols: 512}}
+  check_params: [{{n: 17}}, {{n: 1}}]
+precision: {{dtype: int64}}
+kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
+baseline: {{name: torch.sort, impl: kernels/cheat/int_sort_task.py:torch_sort}}
+correctness: {{method: exact, reference: kernels/cheat/int_sort_task.py:reference_fp64, trials: 2}}
+claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
+"""
+
+TRANSPOSED_MATMUL = HEAD + """\
+workload:
+  inputs: kernels/cheat/transposed_task.py:make_inputs
+  params: {{n: 256}}
+  check_params: [{{n: 17}}, {{n: 1}}]
+precision: {{dtype: float32}}
+kernel: {{name: k, impl: "kernels/cheat/{file}.py:kernel"}}
+baseline: {{name: torch.matmul, impl: kernels/cheat/transposed_task.py:torch_matmul}}
+correctness: {{method: allclose, reference: kernels/cheat/transposed_task.py:reference_fp64, max_rel_l2: 1.0e-5,
+  rtol: 1.0e-5, atol: 1.0e-4, trials: 2}}
+claimed: {{metric: speedup, value: {value}, tolerance: 0.05}}
+"""
+
 MASK = HEAD + """\
 workload:
   inputs: kernels/cheat/mask_task.py:make_inputs

@@ -20,7 +20,7 @@ import os
 import tempfile
 
 import pytest
-from cheat_project import INT_MATMUL, MASK, MATMUL, SCALED_INT_MATMUL, SOFTMAX, write_claim
+from cheat_project import INT_MATMUL, MASK, MATMUL, SCALED_INT_MATMUL, SOFTMAX, SORT, TRANSPOSED_MATMUL, write_claim
 
 from claimbench.machine.detect import detect
 from claimbench.options import RunOptions, TimingLimits
@@ -259,3 +259,25 @@ def test_integer_operands_beside_a_floating_point_scale_change_too(cheat_root, c
     checks = _timed_checks(out)  # a kept product answers for integers that changed: rejected, or it redoes the work
     assert out.status == S.REJECTED or (checks["failed"] == 0 and checks["flipped"] == checks["perturbed"] > 0), \
         (out.status, out.reason, checks)
+
+
+def test_a_sort_cannot_replay_its_answer_keyed_on_the_values_multiset(cheat_root, cheat_servers):
+    """Every change to an integer input kept its multiset (a rotation, then a shuffle), so a sort
+    keyed its kept answer on order-free sums (O(n) reads) and replayed it: 8.37x [5.91, 9.10], every
+    recheck passed, stopped only by the busy-machine rule (an adversarial review). Half of the
+    elements now move one step within the input's range, so the multiset changes every sample."""
+    out = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, "multiset-replay", "multiset_replay",
+                                                            template=SORT, value="1.2"))
+    assert out.status != S.VERIFIED, out.reason
+    assert out.status == S.REJECTED or out.ci_low is None or out.ci_low < 1.3, (out.status, out.reason)
+
+
+def test_a_transposed_input_from_make_inputs_gets_the_same_changes_in_the_reference(cheat_root, cheat_servers):
+    """The task side cloned a transposed B with its strides, and the changes went into a reshaped copy:
+    the reference saw none of them and an honest matmul was rejected ("relative L2 error 1.41", an
+    adversarial review). The task side's copies are C-order now, as the sides' are."""
+    out = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, "transposed-honest", "transposed_honest",
+                                                            template=TRANSPOSED_MATMUL, value="0.5"))
+    assert out.status != S.REJECTED, out.reason
+    checks = _timed_checks(out)
+    assert checks["checked"] > 0 and checks["failed"] == 0, (out.status, out.reason, checks)

@@ -63,7 +63,10 @@ class TaskSide:
 
     def _reference(self, msg: m.Reference) -> tuple[m.Message, list[int]]:
         pristine = self.sets[msg.set_id]
-        ins = tuple(torch.Tensor.clone(x) if isinstance(x, torch.Tensor) else x for x in pristine)
+        # C-order copies, as the sides hold them (tensors.to_memfd): a transposed input's clone kept its
+        # strides, the edits went into a reshaped copy, and the reference saw no change at all
+        ins = tuple(torch.Tensor.clone(x, memory_format=torch.contiguous_format) if isinstance(x, torch.Tensor) else x
+                    for x in pristine)
         for e in msg.edits:  # in order: a later sample's edit may change an element again
             tensors.set_elements(ins[e.operand], e)
         if self.reference is not None:

@@ -97,6 +97,8 @@ def set_elements(t: torch.Tensor, edit) -> None:
     """Apply a perturbation (messages.Edit) to a contiguous tensor: its elements' bytes at once."""
     from claimbench.orchestrator.perturb import byte_indices, edit_indices
 
+    if not torch.Tensor.is_contiguous(t):  # reshape would copy it, and the edit would change the copy
+        raise ValueError(f"operand {edit.operand} is not contiguous: an edit of C-order elements cannot go into it")
     es = torch.Tensor.element_size(t)
     idx = edit_indices(edit)
     raw = bytes.fromhex(edit.raw)
@@ -124,19 +126,21 @@ def _flip(t: torch.Tensor, edit, es: int) -> None:
         rows = torch.Tensor.view(flat, -1, int(t.shape[-1]) if t.dim() else 1)
         lo = torch.Tensor.amin(rows, dim=1, keepdim=True)
         hi = torch.Tensor.amax(rows, dim=1, keepdim=True)
-        torch.Tensor.copy_(rows[:, :p], torch.maximum(rows[:, :p], lo + 1) - 1)
-        torch.Tensor.copy_(rows[:, q:], torch.minimum(rows[:, q:], hi - 1) + 1)
+        head, tail = rows[:, :p], rows[:, q:]  # as signs.shift_sorted: no wrap at a dtype's ends
+        torch.Tensor.sub_(head, torch.Tensor.to(head > lo, rows.dtype))
+        torch.Tensor.add_(tail, torch.Tensor.to(tail < hi, rows.dtype))
     if edit.signs is None:
         return
-    if name not in FIELDS:  # an integer or boolean, as signs.change_ints: shuffled, or one step within range
-        for start, chosen, order in int_chunks(edit.signs, torch.Tensor.numel(flat)):
+    if name not in FIELDS:  # an integer or boolean, as signs.change_ints: one step within its range
+        if edit.low is None:
+            raise ValueError(f"an integer change of operand {edit.operand} carries no range")
+        lo, hi = edit.low
+        for start, chosen, _order in int_chunks(edit.signs, torch.Tensor.numel(flat)):
             part = flat[start:start + CHUNK]
             where = torch.from_numpy(chosen).to(t.device)
             got = part[where]
-            if edit.low is None:
-                torch.Tensor.index_copy_(part, 0, where, got[torch.from_numpy(order).to(t.device)])
-                continue
-            torch.Tensor.index_copy_(part, 0, where, torch.where(got < edit.low[1], got + 1, got - 1).to(got.dtype))
+            step = torch.where(got < hi, got + 1, torch.where(got > lo, got - 1, got))
+            torch.Tensor.index_copy_(part, 0, where, torch.Tensor.to(step, got.dtype))
         return
     exp, top = FIELDS[name]
     words = torch.Tensor.view(flat, _SIGNED[es])
