@@ -286,3 +286,22 @@ def test_a_transposed_input_of_the_task_gets_the_edits_the_sides_got():
     except Exception:
         pass  # packing the reply needs a real side; what the reference saw is what counts
     assert seen and np.array_equal(seen[0].contiguous().view(torch.uint8).numpy().reshape(-1), raw)
+
+
+@pytest.mark.parametrize("dtype, inputs", [("int64", 1), ("float32", 1), ("float32", 3), ("uint8", 2)])
+def test_a_rounds_edits_fit_the_channels_frame(dtype, inputs):
+    """A checked sample's reference request carries its round's edits: 32,768 elements of a 1-D int64
+    input a sample, five samples, made a 5.2 MB frame and the claim ended `error` (an adversarial
+    review). The spread is capped so that the round's edits stay within WIRE_BUDGET."""
+    from claimbench.orchestrator.channel import MAX_FRAME_BYTES
+
+    n, samples = 2_000_000, 5
+    size = codec.itemsize(dtype)
+    item = m.TensorItem(dtype=dtype, shape=[n], nbytes=n * size, fd=0)
+    raw = np.random.default_rng(3).integers(0, 200, n * size, dtype=np.uint8)
+    cap = perturb.spread_cap(size, inputs, samples)
+    rng = random.Random(16)
+    wire = sum(len(perturb.plan_edit(0, item, raw, rng=rng, flip=True, cap=cap).model_dump_json())
+               for _ in range(samples * inputs))
+    assert wire <= perturb.WIRE_BUDGET * 1.01 < MAX_FRAME_BYTES
+    assert perturb.spread_cap(size, 1, 1) == min(perturb.MAX_SPREAD, perturb.WIRE_BUDGET // (2 * (8 + size)))

@@ -48,6 +48,20 @@ MAX_SPREAD = m.EDIT_MAX_ELEMENTS  # elements per input per sample: covers every 
 ROWS_BUDGET = 1 << 12  # index combinations of the leading axes met in full (more would swell the per-sample edits)
 
 
+WIRE_BUDGET = 3 << 20  # bytes of the channel's 4 MiB frame a checked sample's reference request may spend on edits
+
+
+def spread_cap(itemsize: int, inputs: int, samples: int) -> int:
+    """How many elements one input's spread may hold so that a round's edits (``samples`` kernel
+    samples, ``inputs`` changed inputs, each element as hex of an int64 index and its bytes) fit
+    WIRE_BUDGET: a checked sample's reference request carries all of them, and 32,768 elements of a
+    1-D int64 input a sample, five samples a round, made a 5.2 MB frame (the claim ended `error`,
+    an adversarial review). The dense part of each edit (`signs.py`) changes about half of every
+    input whatever this cap is."""
+    per_element = 2 * (8 + itemsize) * max(1, inputs) * max(1, samples)
+    return max(1, min(MAX_SPREAD, WIRE_BUDGET // per_element))
+
+
 def spread(shape: Sequence[int], rng: random.Random, cap: int = MAX_SPREAD) -> np.ndarray:
     """Flat (C-order) indices meeting every index of every axis, and every combination of indices
     of the longest run of leading axes (the last axis aside) that has at most ROWS_BUDGET of them,
@@ -110,7 +124,7 @@ def perturbable(items: Sequence, has_bytes: Sequence[bool]) -> list[int]:
 
 
 def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, *, rng: random.Random, flip: bool = False,
-              mantissa: bool = False) -> m.Edit:
+              mantissa: bool = False, cap: int = MAX_SPREAD) -> m.Edit:
     """One input's edit for the next sample, from the bytes it holds now (``view``: uint8, C-order):
     the spread elements set to their own values of now, rotated among themselves (none for rows in
     order, which a rotation would break), then, with ``flip``, a dense change drawn at random over
@@ -122,7 +136,7 @@ def plan_edit(operand: int, item: m.TensorItem, view: np.ndarray, *, rng: random
     shift, low = None, None
     if flip and not floating and view.size:
         shift, low = _integer_change(int_view(view, item.dtype), row, rng)
-    idx = np.zeros(0, np.int64) if shift else spread(item.shape, rng)
+    idx = np.zeros(0, np.int64) if shift else spread(item.shape, rng, cap)
     vals = new_values(view[byte_indices(idx, size)], item.dtype)
     seed = rng.getrandbits(63) if flip and view.size and not shift else None
     return m.Edit(operand=operand, indices=idx.astype("<i8").tobytes().hex(), raw=vals.tobytes().hex(), signs=seed,

@@ -174,13 +174,15 @@ class Rechecks:
         kprep = self._prepared("kernel")
         through = (self.s.passthrough or {}) if kprep else {}
         usable = [b is not None and bool(b.nbytes) and (not kprep or i in through) for i, b in enumerate(kbufs)]
-        for i in perturbation.perturbable(self.inputs.items, usable):
+        changed = perturbation.perturbable(self.inputs.items, usable)
+        for i in changed:
             it, kbuf, pristine = self.inputs.items[i], kbufs[i], self.inputs.raw[i]
             assert isinstance(it, m.TensorItem) and kbuf is not None and pristine is not None
             if perturbation.constant(it, pristine):
                 self.constant.add(i)
+            cap = perturbation.spread_cap(codec.itemsize(it.dtype), len(changed), self.calls_per_round)
             edit = perturbation.plan_edit(i, it, kbuf.view, rng=self.rng, flip=True,  # drawn now: after the last call returned
-                                          mantissa=not self._signed(i, it, pristine))
+                                          mantissa=not self._signed(i, it, pristine), cap=cap)
             # CPU: our own pages, the side takes no part (the baseline's get their own flip just before
             # its own sample, _flip_baseline); CUDA: ours mirror theirs, the next edit reads them
             perturbation.apply_to_bytes(kbuf.view, edit, codec.itemsize(it.dtype), dtype=it.dtype, row=_row(it))
