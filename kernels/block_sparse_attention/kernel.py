@@ -7,7 +7,10 @@ kept (query block, key block) pairs. This kernel is that last step for the block
 (``task.py`` draws the pattern): the fused attention of ``kernels/attention/kernel.py``
 (online softmax, the score tile only in registers), with the loop over all key tiles replaced
 by a loop over the query block's entries in ``blocks`` and, inside each kept 128-token block,
-over its 64-token tiles. Work scales with keep / blocks instead of 1.
+over its 64-token tiles. Work scales with keep / blocks instead of 1. A key block listed twice in a
+query block's entries counts once, as the baseline's BlockMask counts it: the timed rounds change
+the block table before every sample (rows in order shift by one at their ends), which can repeat
+an entry, and the loop masks a repeat's keys (it compares each entry with the earlier ones).
 
 Workload: one sequence of 16384 tokens, 32 heads, head dim 128, bf16 (a long prefill), 128-token
 blocks (128 of them), 16 kept per query block: 12.5% of the score matrix.
@@ -88,9 +91,13 @@ def _bsa_fwd(Q, K, V, O, Blocks, stride_qh, stride_qm, stride_kh, stride_kn, str
     row = Blocks + b * stride_bb + (start_m // PATTERN_) * stride_bq
     for j in range(0, keep):
         kb = tl.load(row + j)
+        seen = tl.zeros([], tl.int32)  # a key block listed twice counts once, as the BlockMask's does
+        for i in range(0, j):
+            seen += (tl.load(row + i) == kb).to(tl.int32)
+        limit = seqlen * (seen == 0).to(tl.int32)  # a repeat masks all its keys: no load, no weight
         for t in range(0, PATTERN_, BLOCK_N):
             offs_n = kb * PATTERN_ + t + tl.arange(0, BLOCK_N)
-            n_mask = offs_n < seqlen
+            n_mask = offs_n < limit
             kv_mask = n_mask[:, None] & d_mask[None, :]
             k = tl.load(k_base + offs_n[:, None] * stride_kn + offs_d[None, :], mask=kv_mask, other=0.0)
             s = tl.dot(q, tl.trans(k)) * qk_scale
