@@ -70,7 +70,7 @@ class TimedChecks:
     calls_per_block: Optional[int] = None   # the kernel's calls per timed block (one process)
     ranks: tuple["TimedChecks", ...] = ()
     unperturbed: str = ""                   # why no input could change between the kernel's timed calls
-    flipped: int = 0                        # of `perturbed`: inputs whose signs were flipped everywhere (signs.py)
+    flipped: int = 0                        # of `perturbed`: edits with a dense part (signs.py), every one in protocol 6
     swept_bytes: int = 0                    # CPU: the buffer read through the caches before each sample (sweep.py)
 
     def as_record(self) -> dict[str, Any]:

@@ -45,7 +45,7 @@ class Rechecks:
         self.failures: list[str] = []
         self.perturbed = 0
         self.constant: set[int] = set()  # integer inputs of one value only: nothing can change them (perturb.constant)
-        self.flipped = 0  # kernel samples whose inputs' signs were flipped everywhere (signs.py)
+        self.flipped = 0  # of `perturbed`: the edits with a dense part (signs.py: a flip, a step, a shift)
         self.sweep: Optional[CacheSweep] = None  # CPU, unless --hot: the caches read through before each sample
         self.shape_after_warmup: Optional[dict] = None
         self.shape_after_load: dict = {}      # taken before any claim call: pinning and settings must stay
@@ -194,7 +194,7 @@ class Rechecks:
                 self.operand_edits.append(edit.model_copy(update={"operand": through[i]}))
             self.edits.append(edit)
             self.perturbed += 1
-            self.flipped += edit.signs is not None
+            self.flipped += edit.signs is not None or edit.shift is not None
         self.stale |= {"baseline"} if self._prepared("baseline") and self.device != "cpu" else set()
 
     def _signed(self, i: int, it: m.TensorItem, pristine: np.ndarray) -> bool:
