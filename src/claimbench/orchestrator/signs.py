@@ -1,5 +1,5 @@
 """The dense part of a timed sample's change: about half of every input's elements, drawn anew
-(a float's sign or mantissa, an integer's value rotated among them, the ends of rows in order).
+(a float's sign or mantissa, an integer's value one step within its range, the ends of rows in order).
 
 The sparse part (`perturb.spread`: every index of every axis, a few thousand elements) forces an
 incremental update to touch every row and column, but work linear in its input can still apply
@@ -78,17 +78,6 @@ def flip_bytes(view: np.ndarray, seed: int, dtype: str, *, mantissa: bool = Fals
         np.bitwise_xor(part, mask, out=part)
 
 
-def int_chunks(seed: int, n: int) -> Iterator[tuple[int, np.ndarray, np.ndarray]]:
-    """(start, chosen, order) per CHUNK of an integer input's ``n`` elements: a random half of the
-    chunk's positions, and a random order of them. Every process that changes an integer input
-    draws both from this one generator, so they agree element for element."""
-    rng = np.random.default_rng(seed)
-    for start in range(0, n, CHUNK):
-        count = min(CHUNK, n - start)
-        chosen = np.flatnonzero(np.unpackbits(np.frombuffer(rng.bytes((count + 7) // 8), np.uint8), count=count))
-        yield start, chosen, rng.permutation(chosen.size)
-
-
 def change_ints(values: np.ndarray, seed: int, *, low: tuple[int, int]) -> None:
     """An integer or boolean input, in place (``values``: its elements, C-order): a random half of
     its elements move one step within ``low`` = (smallest, largest): up by one, or down by one where
@@ -98,8 +87,9 @@ def change_ints(values: np.ndarray, seed: int, *, low: tuple[int, int]) -> None:
     adversarial review), and barely moved values that repeat (a mostly-zero matrix, about 1%)."""
     lo, hi = low
     one = np.array(1, values.dtype)
-    for start, chosen, _order in int_chunks(seed, values.size):
-        part = values[start:start + CHUNK]
+    for start, mask in sign_chunks(seed, values.size, values.dtype.itemsize, bit=1):
+        part = values[start:start + mask.size]
+        chosen = np.flatnonzero(mask)
         got = part[chosen]
         part[chosen] = np.where(got < hi, got + one, np.where(got > lo, got - one, got))
 

@@ -115,7 +115,7 @@ def set_elements(t: torch.Tensor, edit) -> None:
 def _flip(t: torch.Tensor, edit, es: int) -> None:
     """The dense part of an edit, as `signs.flip_bytes` and `signs.shift_sorted` write it into the
     orchestrator's pages, element for element."""
-    from claimbench.orchestrator.signs import CHUNK, FIELDS, int_chunks, sign_chunks
+    from claimbench.orchestrator.signs import CHUNK, FIELDS, sign_chunks
 
     name = str(t.dtype).removeprefix("torch.")
     step = CHUNK if t.device.type == "cpu" else CHUNK << 6  # 4M elements a copy to a device
@@ -135,9 +135,9 @@ def _flip(t: torch.Tensor, edit, es: int) -> None:
         if edit.low is None:
             raise ValueError(f"an integer change of operand {edit.operand} carries no range")
         lo, hi = edit.low
-        for start, chosen, _order in int_chunks(edit.signs, torch.Tensor.numel(flat)):
-            part = flat[start:start + CHUNK]
-            where = torch.from_numpy(chosen).to(t.device)
+        for start, mask in sign_chunks(edit.signs, torch.Tensor.numel(flat), es, chunk=CHUNK, bit=1):
+            part = flat[start:start + mask.size]
+            where = torch.from_numpy(np.flatnonzero(mask)).to(t.device)
             got = part[where]
             step = torch.where(got < hi, got + 1, torch.where(got > lo, got - 1, got))
             torch.Tensor.index_copy_(part, 0, where, torch.Tensor.to(step, got.dtype))
