@@ -27,8 +27,8 @@ call was verified at 26.8x (an adversarial review, 2026-12-06).
 
 The sparse part alone let work linear in its inputs apply the changes to a kept answer
 (`delta_matmul`, 1.9x), so `plan_edit` adds a dense part, drawn per sample (`signs.py`): about
-half of every input's elements change (signs or mantissas; for integers, the first of a shift of
-rows in order, a shuffle, or one step within range that moves a quarter of them).
+half of every input's elements change (signs or mantissas; for integers, a shift of rows in
+order where it moves a quarter of them, else one step within the input's range).
 """
 
 from __future__ import annotations
@@ -189,8 +189,8 @@ def apply_to_bytes(view: np.ndarray, edit: m.Edit, size: int, *, dtype: str = ""
     an edit with a dense part needs ``dtype`` to find what it changes, and a shift its ``row``, the
     input's last dimension."""
     view[byte_indices(edit_indices(edit), size)] = np.frombuffer(bytes.fromhex(edit.raw), np.uint8)
-    # the dense part last: an integer input's rotation then moves values the sparse part already
-    # rotated among themselves, so the multiset stays (a permutation stays a permutation)
+    # the dense part last, in every process that applies an edit (side/tensors.set_elements too):
+    # the sparse part's values were read before it
     if edit.signs is not None:
         flip_bytes(view, edit.signs, dtype, mantissa=edit.mantissa, low=edit.low)
     if edit.shift is not None:

@@ -18,6 +18,8 @@ from typing import Iterator, Optional
 
 import numpy as np
 
+from claimbench.verify import codec
+
 _UNSIGNED = {1: np.uint8, 2: np.uint16, 4: np.uint32, 8: np.uint64}
 # elements per step: the mask of one step (one byte per element at most) stays in a core's L2, so
 # writing the change leaves the input where a read would have left it in the caches. One mask for
@@ -68,7 +70,7 @@ def flip_bytes(view: np.ndarray, seed: int, dtype: str, *, mantissa: bool = Fals
         change_ints(int_view(view, dtype), seed, low=low)
         return
     exp, top = FIELDS[dtype]
-    size = _width(dtype)
+    size = codec.itemsize(dtype)
     words = view.view(_UNSIGNED[size])
     kind = _UNSIGNED[size]
     for start, mask in sign_chunks(seed, words.size, size, bit=top if mantissa else None):
@@ -96,7 +98,7 @@ def change_ints(values: np.ndarray, seed: int, *, low: tuple[int, int]) -> None:
 
 def sorted_rows(values: np.ndarray, row: int) -> bool:
     """Whether every row of ``row`` elements (the last axis) is non-decreasing and longer than one:
-    offsets and lengths in order, which a rotation would break."""
+    offsets and lengths in order, which a step of single elements would break."""
     if row < 2 or not values.size:
         return False
     rows = values.reshape(-1, row)
@@ -109,9 +111,7 @@ def shift_sorted(values: np.ndarray, row: int, shift: tuple[int, int]) -> None:
     in order with its ends where they were (offsets keep their 0 and their total), and nearly every
     element changes."""
     p, q = shift
-    rows = values.reshape(-1, row)
-    if rows.dtype == np.bool_:  # as a side's torch copy does: 0s and 1s, never numpy's bool arithmetic
-        rows = rows.view(np.uint8)
+    rows = values.reshape(-1, row)  # a bool input comes as its bytes (int_view), as in a side's torch copy
     lo, hi = rows.min(axis=1, keepdims=True), rows.max(axis=1, keepdims=True)
     # only elements above the row's smallest move down and below its largest move up: ``lo + 1`` and
     # ``hi - 1`` wrapped where a row was constant at its dtype's end (an all-False row of a bool
@@ -121,14 +121,6 @@ def shift_sorted(values: np.ndarray, row: int, shift: tuple[int, int]) -> None:
     tail += (tail < hi).astype(rows.dtype)
 
 
-_INTS: dict[str, type[np.generic]] = {"int64": np.int64, "int32": np.int32, "int16": np.int16, "int8": np.int8,
-                                      "uint8": np.uint8, "bool": np.uint8}
-
-
 def int_view(view: np.ndarray, dtype: str) -> np.ndarray:
     """An integer or boolean input's bytes as numbers (a bool as its byte, so it can step by one)."""
-    return view.view(_INTS[dtype])
-
-
-def _width(dtype: str) -> int:
-    return {"float64": 8, "float32": 4, "float16": 2, "bfloat16": 2, "float8_e4m3fn": 1, "float8_e5m2": 1}[dtype]
+    return view.view(np.uint8 if dtype == "bool" else codec.STORAGE[dtype][1])
