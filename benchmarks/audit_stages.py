@@ -68,7 +68,8 @@ def main() -> None:
     whole, _ = per_record_us(lambda: [read_summary(p, p, r, sha="0" * 64, st=None) for p, r in zip(files, raws)], n)
     rows.append(("summary (the rest of read_summary)", whole - sum(us for _, us in rows[2:])))
     evs = stage("evidence", lambda: [r.evidence() for r in recs])
-    stage("verdict, value and CI (bootstrap)", lambda: decide_many(evs))
+    said = [(r.ci_low, r.ci_high) for r in recs]  # as check_records passes them: where to look first
+    stage("verdict, value and CI (bootstrap)", lambda: decide_many(evs, hints=said))
     checked, _ = per_record_us(lambda: recordcheck.check_records(recs), n)
     rows.append(("comparisons (the rest of check_records)", checked - sum(us for name, us in rows if name in (
         "evidence", "verdict, value and CI (bootstrap)"))))

@@ -78,36 +78,6 @@ def test_batched_bootstrap_equals_the_plain_definition_bit_for_bit(seed):
     assert got == want
 
 
-def test_percentiles_match_numpy():
-    rng = np.random.default_rng(1)
-    stats = rng.standard_normal((20, 2000)) * 50
-    stats[3, 7] = np.inf
-    stats[4, 9] = np.nan
-    for row, (low, high) in zip(stats, B._ci95(stats)):
-        want = np.percentile(row, [2.5, 97.5])
-        assert (low, high) == (float(want[0]), float(want[1])) or (math.isnan(low) and np.isnan(row).any())
-
-
-def test_percentiles_of_non_negative_rows_match_numpy_bit_for_bit():
-    """The integer partition (`_ci95` on rows without a sign bit) finds numpy's numbers: ties, zeros,
-    +inf, subnormals and a NaN among them."""
-    rng = np.random.default_rng(3)
-    stats = np.abs(rng.standard_normal((24, 2000))) * 10.0 ** rng.integers(-300, 300, size=(24, 1))
-    stats[0] = np.round(stats[0], 1)  # many ties
-    stats[1, :100] = 0.0
-    stats[2, 5] = np.inf
-    stats[3, ::7] = 5e-324
-    stats[4, 9] = np.nan
-    stats[5] = 1.0
-    assert not np.signbit(stats).any()
-    for row, (low, high) in zip(stats, B._ci95(stats)):
-        want = np.percentile(row, [2.5, 97.5])
-        if np.isnan(row).any():
-            assert math.isnan(low) and math.isnan(high)
-        else:
-            assert (low, high) == (float(want[0]), float(want[1]))
-
-
 def test_decide_many_equals_decide_one_by_one():
     rng = np.random.default_rng(2)
     evs = []
@@ -169,3 +139,42 @@ def test_memory_is_linear_in_rounds():
         tracemalloc.stop()
     assert low < value < high and abs(value - 1.5) < 0.01
     assert peak < 200 << 20, f"peak {peak >> 20} MiB"
+
+
+def alike_sides(rng, rounds, per_round=5, decimals=1):
+    """Two sides as the runner writes a one-process speedup: the same rounds, stored in order."""
+    sides = []
+    for _ in range(2):
+        xs = [float(np.round(100 + 3 * rng.standard_normal(), decimals)) for _ in range(rounds * per_round)]
+        sides.append(B.Samples(xs, [r for r in range(rounds) for _ in range(per_round)], [0] * (rounds * per_round)))
+    return sides
+
+
+def test_speedups_of_alike_sides_are_computed_as_arrays_with_the_general_paths_numbers(monkeypatch):
+    """`_alike` (nearly every record audit reads) against the plain definition and against the
+    general path, hints or not, with widths odd and even and a round whose median is NaN."""
+    rng = np.random.default_rng(11)
+    requests = [B.Request("speedup", *alike_sides(rng, rounds)) for rounds in (10, 12, 12, 13, 12, 11)]
+    kernel, baseline = alike_sides(rng, 12)
+    requests.append(B.Request("speedup", B.Samples([math.nan] * 5 + kernel.samples_us[5:], kernel.rounds,
+                                                   kernel.processes), baseline))
+    requests.append(B.Request("speedup", *random_sides(rng, nprocs=2, decimals=1)))  # rounds unlike: general
+    three = [alike_sides(rng, rounds) for rounds in (9, 7, 9)]  # three processes, as --repeat 3 on a CPU
+    requests.append(B.Request("speedup", *(B.Samples(sum((list(s[j].samples_us) for s in three), []),
+                                                     sum((list(s[j].rounds) for s in three), []),
+                                                     [p for p, s in enumerate(three) for _ in s[j].samples_us])
+                                           for j in (0, 1))))
+    for metric in ("time_us", "tflops", "gbps", "sol_fraction"):
+        requests.append(B.Request(metric, *alike_sides(rng, 12), flops=3e9, nbytes=2e8, floor_us=40.0))
+    fast = B.bootstrap_many(requests, resamples=300)
+    assert fast[:6] == [plain_ci("speedup", rq.kernel, rq.baseline, resamples=300) for rq in requests[:6]]
+    assert fast[-2] == plain_ci("gbps", requests[-2].kernel, requests[-2].baseline, resamples=300, nbytes=2e8)
+    assert fast[8] == plain_ci("speedup", requests[8].kernel, requests[8].baseline, resamples=300)
+    hinted = B.bootstrap_many(requests, resamples=300, hints=[(lo, hi) for _, lo, hi in fast])
+    seen = []
+    real = B._alike
+    monkeypatch.setattr(B, "_alike", lambda rqs, *a, **k: seen.append(real(rqs, *a, **k)) or list(range(len(rqs))))
+    general = B.bootstrap_many(requests, resamples=300)
+    assert seen == [[6, 7]]  # the NaN and the request of two processes went the general way
+    same = [a == b or (math.isnan(a[0]) and math.isnan(b[0])) for a, b in zip(fast, general)]
+    assert all(same) and [a == b or math.isnan(a[0]) for a, b in zip(fast, hinted)] == [True] * len(fast)

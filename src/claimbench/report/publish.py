@@ -162,6 +162,7 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, *, text: str,
     """The plan from given summaries (audit passes ones it read and checked itself; `verify`
     answers for each record about to decide). Raises ListError."""
     from claimbench.gate.gatecache import gate_cached
+    from claimbench.gate.srcgraph import resolving
 
     root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
     listing = parse_list(text, str(list_path))
@@ -173,9 +174,11 @@ def build_plan(root: Path, list_path: Path, results_dir: Path, *, text: str,
     paths = sorted(sources)
     checked = dict(zip(paths, gate_cached(paths, root, listing, sources=sources, known=known_checks,
                                            cache_dir=results_dir / ".cache" if cache else None)))
-    j = judge(summaries, hashes=hashes, claims_by_id=claim_ids(root), facts=_facts(checked, results_dir, root),
-              verify=verify or (lambda ss: {}), now=now, allow_dirty=allow_dirty, tracked=tracked,
-              shown_on=_entry_line(listing, checked), cap=max_per_entry, commits=CommitFiles(root, memo=results_dir / ".cache" / MEMO_NAME if cache else None))
+    with resolving():  # one judgement, one pass: each claim's named files resolve the same root (0.5 s at 2,000 claims)
+        j = judge(summaries, hashes=hashes, claims_by_id=claim_ids(root), facts=_facts(checked, results_dir, root),
+                  verify=verify or (lambda ss: {}), now=now, allow_dirty=allow_dirty, tracked=tracked,
+                  shown_on=_entry_line(listing, checked), cap=max_per_entry,
+                  commits=CommitFiles(root, memo=results_dir / ".cache" / MEMO_NAME if cache else None))
     at = shown_path(results_dir, root)
     removed = [Removal(g[0], s.hardware, s.path, why, g[1]) for g, s, why in superseded(j, at)]
     numbers, problems = _attach(root, list_path, results_dir, listing=listing, winners=j.winners(), removed=removed,

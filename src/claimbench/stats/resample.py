@@ -15,11 +15,12 @@ are the ones a sort would give, bit for bit, at a fraction of the cost.
 from __future__ import annotations
 
 import math
-from functools import lru_cache
-from typing import Sequence
+from typing import Optional, Sequence
 
 import numpy as np
 
+from claimbench.stats.percentile import ci95
+from claimbench.stats.rounds import round_medians, round_medians_many  # noqa: F401 (re-exported)
 from claimbench.stats.samples import MIN_ROUNDS, Request, Samples, median, median_of_sorted, metric_value  # noqa: F401 (re-exported)
 
 RESAMPLES = 2000
@@ -36,19 +37,35 @@ def bootstrap_ci(metric: str, kernel: Samples, baseline: Samples, *, flops=None,
     return bootstrap_many([Request(metric, kernel, baseline, flops, nbytes, floor_us)], resamples)[0]
 
 
-def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES) -> list[tuple[float, float, float]]:
-    """(value, low, high) for each request; requests of one shape are computed together."""
+Hints = Optional[Sequence[tuple[Optional[float], Optional[float]]]]
+
+
+def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES,
+                   hints: Hints = None) -> list[tuple[float, float, float]]:
+    """(value, low, high) for each request; requests of one shape are computed together.
+
+    ``hints``: each request's expected (low, high), such as the interval its record states; they
+    only tell `percentile.ci95` where to look, and the numbers never depend on them."""
     out: list = [None] * len(requests)
-    groups: dict[tuple, list] = {}
     sides = [s for rq in requests for s in ((rq.kernel, rq.baseline) if rq.metric == "speedup" else (rq.kernel,))]
-    per_side = iter(round_medians_many(sides))
-    for i, rq in enumerate(requests):
+    per_side = round_medians_many(sides)
+    first: list[int] = []  # each request's first side in per_side
+    at = 0
+    for rq in requests:
+        first.append(at)
+        at += 2 if rq.metric == "speedup" else 1
+    said = hints if hints is not None else [(None, None)] * len(requests)
+    wanted = np.array([[math.nan if b is None else b for b in h] for h in said], dtype=np.float64).reshape(len(requests), 2)
+    rest = _alike(requests, per_side, first, resamples=resamples, wanted=wanted, out=out)
+    groups: dict[tuple, list] = {}
+    for i in rest:
+        rq = requests[i]
         paired = rq.metric == "speedup"
-        kkeys, kvals = next(per_side)
+        kkeys, kvals = per_side[first[i]]
         keys = kkeys
         bvals = None
         if paired:
-            bkeys, bvals = next(per_side)
+            bkeys, bvals = per_side[first[i] + 1]
             # both int64 slices of one array: equal bytes are equal keys (0.1 us; array_equal 1.7 us)
             if kkeys.tobytes() != bkeys.tobytes():  # a round one side lacks is dropped from both
                 keys = np.intersect1d(kkeys, bkeys, assume_unique=True)
@@ -74,7 +91,7 @@ def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES) -> l
                 rq = requests[i]
                 stat = metric_value(rq.metric, medians[0], medians[1] if bv is not None else None,
                                     flops=rq.flops, nbytes=rq.nbytes, floor_us=rq.floor_us)
-                out[i] = (out[i][0], *_ci95(np.asarray(stat)[None, :])[0])
+                out[i] = (out[i][0], *ci95(np.asarray(stat)[None, :], wanted[i:i + 1])[0])
             continue
         tally, ndraws = _draw_tally(nprocs, counts, resamples)
         per_batch = max(1, _BATCH_BYTES // (2 * tally.size * tally.itemsize))
@@ -94,8 +111,100 @@ def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES) -> l
                     at += 1 if bv is None else 2
                     stats.append(metric_value(rq.metric, km, bm, flops=rq.flops, nbytes=rq.nbytes, floor_us=rq.floor_us))
                 table = np.stack(stats)
-            for (i, _, _), (low, high) in zip(batch, _ci95(table)):
+            for (i, _, _), (low, high) in zip(batch, ci95(table, wanted[[i for i, _, _ in batch]])):
                 out[i] = (out[i][0], low, high)
+    return out
+
+
+def _alike(requests: Sequence[Request], per_side: list, first: list[int], *, resamples: int,
+           wanted: np.ndarray, out: list) -> list[int]:
+    """Fill ``out`` for each request whose sides have the same rounds, at least MIN_ROUNDS and no
+    NaN among their medians: the runner's usual record, and nearly all that `audit` reads. Those of
+    one shape (processes, rounds in each) are computed as arrays whatever their metric, the values included,
+    which saves the general path's Python for each request; the numbers are the general path's,
+    bit for bit (`tests/stats/test_resample.py`). Returns the others."""
+    rest: list[int] = []
+    by_shape: dict[tuple, list[int]] = {}
+    for i, rq in enumerate(requests):
+        kkeys = per_side[first[i]][0]
+        n = len(kkeys)
+        if n < MIN_ROUNDS or n * resamples * 4 > _TALLY_CACHE_BYTES \
+                or (rq.metric == "speedup" and kkeys.tobytes() != per_side[first[i] + 1][0].tobytes()):
+            rest.append(i)
+            continue
+        if int(kkeys[-1]) >> 32 == 0:  # one process, the usual case on a GPU (keys are sorted)
+            shape: tuple = (1, (n,))
+        else:  # several (--repeat), the usual case on a CPU
+            _, counts = np.unique(kkeys >> 32, return_counts=True)
+            shape = (len(counts), tuple(counts.tolist()))
+        by_shape.setdefault(shape, []).append(i)
+    for (nprocs, counts), members in by_shape.items():
+        width = sum(counts)
+        rows, krow, brow, members = _stacked(requests, per_side, first, members=members, width=width, rest=rest)
+        if not members:
+            continue
+        ranked = np.sort(rows, axis=1)
+        m = width // 2
+        med = ranked[:, m] if width % 2 else (ranked[:, m - 1] + ranked[:, m]) / 2  # as median_of_sorted
+        values = _metric_table(requests, members, km=med[krow], bm=med[brow]).tolist()
+        tally, ndraws = _draw_tally(nprocs, counts, resamples)
+        per_batch = max(1, _BATCH_BYTES // (2 * tally.size * tally.itemsize))
+        for start in range(0, len(members), per_batch):
+            stop = min(start + per_batch, len(members))
+            lo, hi = int(krow[start]), int(brow[stop - 1]) + 1
+            medians = _resampled_medians(rows[lo:hi], tally, ndraws)
+            batch = members[start:stop]
+            if len(batch) * 2 == len(medians):  # all speedups: views, not gathers
+                km, bm = medians[0::2], medians[1::2]
+            else:
+                km, bm = medians[krow[start:stop] - lo], medians[brow[start:stop] - lo]
+            table = _metric_table(requests, batch, km=km, bm=bm)
+            for i, value, (low, high) in zip(batch, values[start:stop], ci95(table, wanted[batch])):
+                out[i] = (value, low, high)
+    return sorted(rest)
+
+
+def _stacked(requests, per_side, first, *, members, width, rest):
+    """(rows, kernel row, baseline row, members) of the members with no NaN round median; a
+    baseline row is the kernel's where the metric reads one side. The others go to ``rest``
+    (sorted() and np.sort place a NaN differently: the general path decides those)."""
+    two = np.array([requests[i].metric == "speedup" for i in members])
+    krow = np.concatenate(([0], np.cumsum(1 + two)[:-1]))
+    rows = np.empty((int(krow[-1]) + 1 + int(two[-1]), width))
+    rows[krow] = [per_side[first[i]][1] for i in members]
+    if two.any():
+        rows[krow[two] + 1] = [per_side[first[i] + 1][1] for i, t in zip(members, two.tolist()) if t]
+    brow = krow + two
+    nan = np.isnan(rows).any(axis=1)
+    bad = nan[krow] | nan[brow]
+    if not bad.any():
+        return rows, krow, brow, members
+    rest.extend(i for i, b in zip(members, bad.tolist()) if b)
+    keep = [i for i, b in zip(members, bad.tolist()) if not b]
+    if not keep:
+        return rows, krow, brow, keep
+    return _stacked(requests, per_side, first, members=keep, width=width, rest=rest)
+
+
+def _metric_table(requests: Sequence[Request], members: list[int], *, km: np.ndarray, bm: np.ndarray) -> np.ndarray:
+    """`metric_value` of each member's kernel (``km``) and baseline (``bm``) medians, rows or
+    scalars, with the same operations in the same order, so the same numbers."""
+    metrics = [requests[i].metric for i in members]
+    if metrics.count("speedup") == len(metrics):
+        return bm / km
+    out = np.empty(km.shape)
+    for metric in set(metrics):
+        sel = np.array([m == metric for m in metrics])
+        k = km[sel]
+        shape = (len(k),) + (1,) * (k.ndim - 1)
+        if metric == "speedup":
+            out[sel] = bm[sel] / k
+        elif metric == "time_us":
+            out[sel] = k
+        else:
+            attr, scale = {"tflops": ("flops", 1e6), "gbps": ("nbytes", 1e3), "sol_fraction": ("floor_us", None)}[metric]
+            work = np.array([getattr(requests[i], attr) or 0.0 for i, s in zip(members, sel.tolist()) if s]).reshape(shape)
+            out[sel] = work / k / scale if scale is not None else work / k
     return out
 
 
@@ -184,96 +293,3 @@ def _resampled_medians(values: np.ndarray, tally: np.ndarray, ndraws: int) -> np
         np.add(lo, hi, out=lo)
         return mid.ravel().take(np.add(lo, base, dtype=np.intp))
     return mid.ravel().take(lo.astype(np.intp) * width + hi + base)
-
-
-@lru_cache(maxsize=8)
-def _percentile_plan(n: int) -> tuple:
-    """Where numpy's 'linear' rule finds the 2.5th and 97.5th percentiles of n values."""
-    virtual = (n - 1) * (np.array([2.5, 97.5]) / 100)
-    prev = np.clip(np.floor(virtual).astype(np.intp), 0, n - 1)
-    nxt = np.clip(prev + 1, 0, n - 1)
-    return tuple(prev.tolist()), tuple(nxt.tolist()), tuple((virtual - prev).tolist())
-
-
-def _ci95(stats: np.ndarray) -> list[tuple[float, float]]:
-    """Each row's (2.5th, 97.5th) percentile, equal to ``np.percentile`` bit for bit: the same
-    positions and the same interpolation arithmetic, applied to all rows at once."""
-    prev, nxt, gamma = _percentile_plan(stats.shape[1])
-    kth = sorted(set(prev + nxt))
-    if stats.dtype == np.float64 and stats.flags.c_contiguous and not np.signbit(stats).any():
-        # Non-negative floats (every metric of positive times) are ordered as their bit patterns
-        # are, so the same values land at the same places in an integer partition, which skips the
-        # float comparison's NaN handling: 2.2 -> 1.5 ms for 87 rows of 2,000 here. A row holding a
-        # NaN is reported as NaN below whatever lands where.
-        part = np.partition(stats.view(np.int64), kth, axis=1).view(np.float64)
-    else:
-        part = np.partition(stats, kth, axis=1)
-    bounds = []
-    for i, j, t in zip(prev, nxt, gamma):
-        a, b = part[:, i], part[:, j]
-        diff = b - a
-        bounds.append(b - diff * (1 - t) if t >= 0.5 else a + diff * t)
-    nan = np.isnan(stats).any(axis=1)
-    return [(math.nan, math.nan) if bad else (low, high)
-            for bad, low, high in zip(nan.tolist(), bounds[0].tolist(), bounds[1].tolist())]
-
-
-def round_medians(side: Samples) -> tuple[np.ndarray, np.ndarray]:
-    """(keys, medians) per round, sorted by key; a key is ``process << 32 | round``."""
-    return round_medians_many([side])[0]
-
-
-def round_medians_many(sides: Sequence[Samples]) -> list[tuple[np.ndarray, np.ndarray]]:
-    """``round_medians`` of many sides with one sort: each (side, process, round) is a group."""
-    xs: list[float] = []
-    ps: list[int] = []
-    rs: list[int] = []
-    sizes = []
-    for side in sides:
-        if not (len(side.samples_us) == len(side.rounds) == len(side.processes)):
-            raise ValueError("samples_us, rounds and processes differ in length")
-        xs.extend(side.samples_us)
-        ps.extend(side.processes)
-        rs.extend(side.rounds)
-        sizes.append(len(side.samples_us))
-    empty = (np.zeros(0, dtype=np.int64), np.zeros(0))
-    if not xs:
-        return [empty for _ in sides]
-    x = np.array(xs, dtype=np.float64)
-    procs, rounds = np.array(ps, dtype=np.int64), np.array(rs, dtype=np.int64)
-    if min(procs.min(), rounds.min()) < 0 or max(procs.max(), rounds.max()) >= 1 << 31:
-        raise ValueError("round and process indices must lie in [0, 2**31)")
-    keys = (procs << 32) | rounds
-    side_of = np.repeat(np.arange(len(sides), dtype=np.int64), sizes)
-    medians, starts = _grouped_medians(x, keys, side_of)
-    if medians is None:  # rounds out of order, or of different sizes: sort everything
-        order = np.lexsort((x, keys, side_of))
-        x, keys, side_of = x[order], keys[order], side_of[order]
-        new = np.ones(x.size, dtype=bool)
-        new[1:] = (keys[1:] != keys[:-1]) | (side_of[1:] != side_of[:-1])
-        starts = np.flatnonzero(new)
-        ends = np.append(starts[1:], x.size)
-        medians = (x[starts + (ends - starts - 1) // 2] + x[starts + (ends - starts) // 2]) / 2
-    gkeys, gside = keys[starts], side_of[starts]
-    cut = np.searchsorted(gside, np.arange(len(sides) + 1))
-    return [(gkeys[cut[n]:cut[n + 1]], medians[cut[n]:cut[n + 1]]) for n in range(len(sides))]
-
-
-def _grouped_medians(x, keys, side_of):
-    """The runner's own layout, fast: each side's samples stored round after round. Rounds are
-    padded to one width with +inf and sorted row-wise, instead of sorting everything by three
-    keys. Returns (medians, group starts), or (None, None) for any other layout."""
-    in_order = (keys[1:] >= keys[:-1]) | (side_of[1:] != side_of[:-1])
-    if not bool(in_order.all()) or bool(np.isnan(x).any()):
-        return None, None
-    starts = np.concatenate(([0], np.flatnonzero((keys[1:] != keys[:-1]) | (side_of[1:] != side_of[:-1])) + 1))
-    sizes = np.diff(np.append(starts, x.size))
-    width = int(sizes.max())
-    if width * len(starts) > 4 * x.size:  # a few huge rounds among many small: sorting is cheaper
-        return None, None
-    group = np.repeat(np.arange(len(starts)), sizes)
-    grid = np.full((len(starts), width), np.inf)
-    grid[group, np.arange(x.size) - starts[group]] = x
-    ranked = np.sort(grid, axis=1)
-    rows = np.arange(len(starts))
-    return (ranked[rows, (sizes - 1) // 2] + ranked[rows, sizes // 2]) / 2, starts

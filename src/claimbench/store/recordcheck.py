@@ -58,8 +58,9 @@ def check_records(recs: list[Record]) -> list[list[tuple[str, str]]]:
         except Exception as e:  # a record decide() cannot read is itself a failure
             evidence.append(e)
     readable = [ev for ev in evidence if not isinstance(ev, Exception)]
+    said = [(rec.ci_low, rec.ci_high) for rec, ev in zip(recs, evidence) if not isinstance(ev, Exception)]
     try:
-        batch = iter(decide_many(readable))
+        batch = iter(decide_many(readable, hints=said))  # each record's own interval: where to look first
         verdicts = [ev if isinstance(ev, Exception) else next(batch) for ev in evidence]
     except Exception:  # one unreadable record must not hide the others: decide them one by one
         verdicts = [ev if isinstance(ev, Exception) else _decide_or_error(decide, ev) for ev in evidence]
@@ -163,7 +164,8 @@ def _compare(rec: Record, v) -> list[tuple[str, str]]:
 # Every module whose code can change a record's problems: the audit and verified-record caches are
 # keyed by their source. tests/store/test_codeprint.py holds it to what these modules import.
 _CODE = (
-    "claimbench.store.recordcheck", "claimbench.stats.verdict", "claimbench.stats.resample", "claimbench.stats.samples",
+    "claimbench.store.recordcheck", "claimbench.stats.verdict", "claimbench.stats.resample", "claimbench.stats.percentile",
+    "claimbench.stats.rounds", "claimbench.stats.samples",
     "claimbench.stats.settle", "claimbench.stats.precision", "claimbench.stats.status", "claimbench.store.record",
     "claimbench.store.recordwrite", "claimbench.store.index", "claimbench.store.summary", "claimbench.store.scan",
     "claimbench.store.provenance", "claimbench.store.claimcopy", "claimbench.store.jsonio", "claimbench.store.codeprint",
