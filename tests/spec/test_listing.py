@@ -253,6 +253,18 @@ def test_find_not_found_suggests(small):
     assert isinstance(err.value, UserError)
 
 
+def test_a_name_given_by_some_of_its_words_is_suggested():
+    """`new --entry "Roofline insightful"` suggested nothing (issue 26): spelled too far from the
+    whole name for difflib, though every word asked for begins a word of one entry."""
+    lst = parse_list("# S\n\n- Roofline: An Insightful Visual Performance Model - x\n- Stream-K - y\n")
+    with pytest.raises(EntryNotFound) as err:
+        lst.find("Roofline insightful")
+    assert err.value.suggestions == ["Roofline: An Insightful Visual Performance Model"]
+    with pytest.raises(EntryNotFound) as err:
+        lst.find("roof perf")
+    assert err.value.suggestions == ["Roofline: An Insightful Visual Performance Model"]
+
+
 def test_duplicate_within_section_is_an_error():
     text = "## S\n\n- A - one\n- B - two\n- A - again\n\n## T\n\n- A - fine here\n"
     with pytest.raises(ListError) as err:

@@ -145,11 +145,16 @@ class Listing:
         by_fold: dict[str, list[Entry]] = {}
         for e in self.entries:
             by_fold.setdefault(e.name.casefold(), []).append(e)
+        # names holding every word asked for ("roofline insightful"), then names spelled alike
+        words = re.findall(r"\w+", name.casefold())
+        worded = [n for n in by_fold if words and all(any(w.startswith(x) for w in re.findall(r"\w+", n)) for x in words)]
         out: list[str] = []
-        for close in difflib.get_close_matches(name.casefold(), list(by_fold), n=3, cutoff=0.6):
+        for close in [*worded[:3], *difflib.get_close_matches(name.casefold(), list(by_fold), n=3, cutoff=0.6)]:
             group = by_fold[close]
-            out += [group[0].name] if len(group) == 1 else [self._ref(e) for e in group]
-        return out
+            for ref in [group[0].name] if len(group) == 1 else [self._ref(e) for e in group]:
+                if ref not in out:
+                    out.append(ref)
+        return out[:5]
 
 
 def parse_list(text: str, path: str = "LIST.md") -> Listing:
