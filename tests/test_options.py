@@ -101,7 +101,8 @@ def test_hardware_only_with_timing_off_is_refused_as_checking_nothing(tmp_path, 
 
 
 @pytest.mark.parametrize("key,value,message", [
-    ("repeat", 0, "--repeat 0: must be at least 1"), ("threads", 0, "--threads 0: must be at least 1"),
+    ("repeat", 0, "--repeat 0: must be at least 1"), ("repeat", 1025, "--repeat 1025: must be at most 1024"),
+    ("threads", 0, "--threads 0: must be at least 1"),
     ("timeout_s", 0.0, "--timeout-s 0: must be more than 0"), ("max_time_s", -1.0, "--max-time-s -1: must be more than 0"),
     ("max_memory", 0.0, "--max-memory 0: must be more than 0"), ("warmup_s", -0.5, "--warmup-s -0.5: must be at least 0"),
     ("node_rank", -1, "--node-rank -1: must be at least 0"), ("master_port", 70000, "--master-port 70000: must be a TCP port"),

@@ -19,6 +19,8 @@ from typing import Any, Callable, Optional
 
 from claimbench.errors import UsageError
 
+MAX_PROCESSES = 1024  # --repeat's bound: each bootstrap resample picks this many processes (`resample._drawable`)
+
 TIMING_MODES = ("gate", "report", "off")
 
 
@@ -149,6 +151,8 @@ def parse(get: Callable[[str], Any], *, root: Path, prefix: str = "--",
     """The typed options from a front end's values (``get(dest)``), checked once for both front ends;
     a bad value is a `UsageError` naming the flag as that front end spells it (``prefix``)."""
     _positive(prefix, "repeat", get("repeat"), at_least=1, strict=False)
+    if (get("repeat") or 0) > MAX_PROCESSES:  # the bootstrap refuses more (stats/resample.py)
+        raise UsageError(f"{prefix}repeat {get('repeat')}: must be at most {MAX_PROCESSES}")
     _positive(prefix, "threads", get("threads"), at_least=1, strict=False)
     for name in ("timeout-s", "max-time-s", "max-memory"):
         _positive(prefix, name, get(name.replace("-", "_")))

@@ -406,3 +406,17 @@ def test_a_relative_root_is_judged_as_its_absolute_path(tree, monkeypatch):
     assert run(here, cache=False) == []
     plan = publish(here, here / "LIST.md", here / "results", dry_run=True)
     assert plan.new_text == (root / "LIST.md").read_text(encoding="utf-8")
+
+
+def test_a_record_whose_processes_are_lopsided_is_refused_not_bootstrapped_for_minutes():
+    """Its verdict cannot be recomputed at a cost its size explains (stats/resample.py `_drawable`),
+    so it is a problem, named, instead of an audit that accepts it after 33 s (adversarial review)."""
+    rec = rk.build(rk.FIXTURE, "softmax-online", kernel_us=150, baseline_us=240)
+    sides = {}
+    for name in ("kernel", "baseline"):
+        t = getattr(rec, name)
+        xs = [t.samples_us[i % len(t.samples_us)] for i in range(600)]  # 300 rounds, then 300 processes of one
+        sides[name] = t.model_copy(update={"samples_us": xs, "rounds": list(range(300)) + [0] * 300,
+                                           "processes": [0] * 300 + list(range(1, 301))})
+    bad = rec.model_copy(update=sides)
+    assert any(k == "verdict" and "a resample would draw" in m for k, m in check_record(bad)), check_record(bad)

@@ -178,3 +178,40 @@ def test_speedups_of_alike_sides_are_computed_as_arrays_with_the_general_paths_n
     assert seen == [[6, 7]]  # the NaN and the request of two processes went the general way
     same = [a == b or (math.isnan(a[0]) and math.isnan(b[0])) for a, b in zip(fast, general)]
     assert all(same) and [a == b or math.isnan(a[0]) for a, b in zip(fast, hinted)] == [True] * len(fast)
+
+
+def lopsided(big, ones):
+    """One process of ``big`` rounds beside ``ones`` processes of one round each, both sides alike."""
+    rounds = list(range(big)) + [0] * ones
+    procs = [0] * big + list(range(1, ones + 1))
+    return B.Samples([100.0 + (i % 7) for i in range(len(rounds))], rounds, procs)
+
+
+def test_a_lopsided_process_layout_is_refused_before_anything_is_drawn():
+    """An adversarial review: 1,500 processes of one round beside one of 1,500 (3,000 samples a side)
+    drew 2.25 million rounds a resample, and one audit of that record took 33 s (at 50,000 of each,
+    18.6 GiB asked for). Each resample draws max(rounds) from every process, so such a layout is
+    refused by its shape; the skew a run can have (a process that lost rounds) is not."""
+    side = lopsided(300, 299)
+    for metric in ("speedup", "time_us"):
+        with pytest.raises(ValueError, match="a resample would draw 90000 rounds from 599"):
+            B.bootstrap_many([B.Request(metric, side, side)])
+    many = B.Samples([1.0] * 1025, [0] * 1025, list(range(1025)))
+    with pytest.raises(ValueError, match="1025 processes"):
+        B.bootstrap_many([B.Request("speedup", many, many)])
+    shortened = lopsided(40, 7)  # one process of 40 rounds and seven that lost all but one
+    value, low, high = B.bootstrap_many([B.Request("speedup", shortened, shortened)])[0]
+    assert value == 1.0 and low == high == 1.0
+
+
+def test_a_zero_median_gives_the_same_infinite_value_on_both_paths(monkeypatch):
+    """The array path divided numpy floats (inf) and the general one Python floats (ZeroDivisionError,
+    an adversarial review): a timer too coarse for a GPU call can read 0.0, and a verdict then says
+    the value is not finite on either path."""
+    zero = B.Samples([0.0] * 12, list(range(12)), [0] * 12)
+    one = B.Samples([1.0] * 12, list(range(12)), [0] * 12)
+    requests = [B.Request("speedup", zero, one), B.Request("time_us", zero, one), B.Request("gbps", zero, one, nbytes=1e6)]
+    fast = B.bootstrap_many(requests, resamples=50)
+    monkeypatch.setattr(B, "_alike", lambda rqs, *a, **k: list(range(len(rqs))))
+    general = B.bootstrap_many(requests, resamples=50)
+    assert [v for v, _, _ in fast] == [v for v, _, _ in general] == [math.inf, 0.0, math.inf]

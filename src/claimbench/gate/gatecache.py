@@ -24,7 +24,7 @@ _CODE = ("claimbench.gate.policy", "claimbench.gate.gateall", "claimbench.gate.r
          "claimbench.spec.expr", "claimbench.spec.listing", "claimbench.spec.problem", "claimbench.spec.memory",
          "claimbench.spec.safetext", "claimbench.spec.ops", "claimbench.spec.draft07", "claimbench.spec.bounded",
          "claimbench.stats.precision", "claimbench.stats.resample", "claimbench.stats.percentile",
-         "claimbench.stats.rounds", "claimbench.stats.samples",
+         "claimbench.stats.rounds", "claimbench.stats.samples", "claimbench.options",
          "claimbench.store.codeprint", "claimbench.store.cachefile", "claimbench.store.jsonio", "claimbench.errors",
          "claimbench.spec.markers", "claimbench.spec.mdscan")
 

@@ -1,4 +1,6 @@
-"""Each row's 2.5th and 97.5th percentile, equal to ``np.percentile`` (its 'linear' rule) bit for bit.
+"""Each row's 2.5th and 97.5th percentile, equal to ``np.percentile`` (its 'linear' rule) bit for bit
+(a row holding zeros of both signs may get -0.0 where numpy gives 0.0: statistics of positive times
+hold no zero).
 
 `audit` recomputes the interval of every record, 100,000 at a time, to find one edited by hand, so
 the selection of the four order statistics behind the two percentiles is a large share of its

@@ -21,7 +21,7 @@ import numpy as np
 
 from claimbench.stats.percentile import ci95
 from claimbench.stats.rounds import round_medians, round_medians_many  # noqa: F401 (re-exported)
-from claimbench.stats.samples import MIN_ROUNDS, Request, Samples, median, median_of_sorted, metric_value  # noqa: F401 (re-exported)
+from claimbench.stats.samples import MAX_PROCESSES, MIN_ROUNDS, Request, Samples, median, median_of_sorted, metric_value  # noqa: F401 (re-exported)
 
 RESAMPLES = 2000
 SEED = 20240601
@@ -56,6 +56,13 @@ def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES,
         at += 2 if rq.metric == "speedup" else 1
     said = hints if hints is not None else [(None, None)] * len(requests)
     wanted = np.array([[math.nan if b is None else b for b in h] for h in said], dtype=np.float64).reshape(len(requests), 2)
+    with np.errstate(divide="ignore", invalid="ignore"):  # a zero median: inf or NaN, never a warning or a raise
+        return _both_paths(requests, per_side, first, resamples=resamples, wanted=wanted, out=out)
+
+
+def _both_paths(requests: Sequence[Request], per_side: list, first: list[int], *, resamples: int,
+                wanted: np.ndarray, out: list) -> list[tuple[float, float, float]]:
+    """`_alike` for the usual records, then the general path for the rest."""
     rest = _alike(requests, per_side, first, resamples=resamples, wanted=wanted, out=out)
     groups: dict[tuple, list] = {}
     for i in rest:
@@ -72,7 +79,9 @@ def bootstrap_many(requests: Sequence[Request], resamples: int = RESAMPLES,
                 kvals, bvals = kvals[np.searchsorted(kkeys, keys)], bvals[np.searchsorted(bkeys, keys)]
         kmed = median_of_sorted(sorted(kvals.tolist())) if len(keys) else math.nan
         bmed = median_of_sorted(sorted(bvals.tolist())) if bvals is not None and len(keys) else math.nan
-        value = metric_value(rq.metric, kmed, bmed, flops=rq.flops, nbytes=rq.nbytes, floor_us=rq.floor_us)
+        with np.errstate(divide="ignore", invalid="ignore"):  # a zero median gives inf, as the array path does
+            value = float(metric_value(rq.metric, np.float64(kmed), np.float64(bmed), flops=rq.flops,
+                                       nbytes=rq.nbytes, floor_us=rq.floor_us))
         out[i] = (value, math.nan, math.nan)
         if len(keys) < MIN_ROUNDS:
             continue
@@ -229,9 +238,25 @@ def _draw_tally(nprocs: int, counts: tuple, resamples: int) -> tuple[np.ndarray,
 _TALLIES: dict = {}
 
 
+def _drawable(nprocs: int, counts: tuple) -> None:
+    """Refuse a shape whose resamples would cost far more than its observations: each resample
+    draws ``max(counts)`` rounds from each of ``nprocs`` processes, so one process of 1,500 rounds
+    beside 1,499 of one round each (3,000 samples a side, a 170 KB record) drew 2.25 million rounds
+    a resample, and one audit of it took 33 s (an adversarial review; 50,000 of each asked for 18.6
+    GiB). Processes of a run differ by the rounds a throttled or shortened process lost, far from
+    this bound."""
+    total, ndraws = sum(counts), nprocs * max(counts)
+    if nprocs > MAX_PROCESSES:
+        raise ValueError(f"{nprocs} processes: more than the {MAX_PROCESSES} a run can have (--repeat)")
+    if ndraws > 2 * total + 1024:
+        raise ValueError(f"processes of {min(counts)} to {max(counts)} rounds: a resample would draw {ndraws} rounds "
+                         f"from {total}, a layout no run writes (its processes have alike numbers of rounds)")
+
+
 def _tally_slices(nprocs: int, counts: tuple, resamples: int):
     """The tally in slices of resamples, drawn from one random stream in the order a single
     draw would take: the same numbers, in memory linear in the rounds with a small constant."""
+    _drawable(nprocs, counts)
     rmax = max(counts)
     rng = np.random.default_rng(SEED)
     pchoice = rng.integers(0, nprocs, size=(resamples, nprocs))

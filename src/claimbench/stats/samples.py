@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass
 from typing import Optional, Sequence
 
+from claimbench.options import MAX_PROCESSES  # noqa: F401 (re-exported: the bootstrap's bound)
+
 MIN_ROUNDS = 3  # fewer timed rounds give no interval, so no verdict from timing
 
 

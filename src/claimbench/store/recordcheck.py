@@ -165,7 +165,7 @@ def _compare(rec: Record, v) -> list[tuple[str, str]]:
 # keyed by their source. tests/store/test_codeprint.py holds it to what these modules import.
 _CODE = (
     "claimbench.store.recordcheck", "claimbench.stats.verdict", "claimbench.stats.resample", "claimbench.stats.percentile",
-    "claimbench.stats.rounds", "claimbench.stats.samples",
+    "claimbench.stats.rounds", "claimbench.stats.samples", "claimbench.options",
     "claimbench.stats.settle", "claimbench.stats.precision", "claimbench.stats.status", "claimbench.store.record",
     "claimbench.store.recordwrite", "claimbench.store.index", "claimbench.store.summary", "claimbench.store.scan",
     "claimbench.store.provenance", "claimbench.store.claimcopy", "claimbench.store.jsonio", "claimbench.store.codeprint",
