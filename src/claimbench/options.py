@@ -59,7 +59,7 @@ class Option:
 OPTIONS: tuple[Option, ...] = (
     Option("results", "results folder (default: results/runs/, git-ignored; `claimbench ingest` copies good "
            "records into the committed results/records/)", metavar="DIR"),
-    Option("repeat", "N separate processes per claim, combined into one CI (default: 3 on a CPU, 1 on a GPU)",
+    Option("repeat", "N separate processes per claim, combined into one CI (default: 3 on a CPU, 1 on a GPU; at most 1024)",
            type=int, metavar="N"),
     Option("hot", "CUDA: time back-to-back calls without L2 flush (a labelled number)", flag=True),
     Option("no-sweep", "measure each claim at its own params only, not the other points of its workload.sweep "
