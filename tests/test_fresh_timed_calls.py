@@ -281,3 +281,47 @@ def test_a_transposed_input_from_make_inputs_gets_the_same_changes_in_the_refere
     assert out.status != S.REJECTED, out.reason
     checks = _timed_checks(out)
     assert checks["checked"] > 0 and checks["failed"] == 0, (out.status, out.reason, checks)
+
+
+SQMM = (MATMUL.replace("kernels/cheat/matmul_task.py:make_inputs", "kernels/cheat/sqmm_task.py:make_inputs")
+        .replace("kernels/cheat/matmul_task.py:torch_matmul", "kernels/cheat/sqmm_task.py:torch_sqmm")
+        .replace("kernels/cheat/matmul_task.py:reference_fp64", "kernels/cheat/sqmm_task.py:reference_fp64"))
+ABSORT_FLAT = (SOFTMAX.replace("kernels/softmax_cpu.py:make_inputs", "kernels/cheat/absort_task.py:make_inputs")
+               .replace("name: torch.softmax, impl: kernels/softmax_cpu.py:torch_softmax",
+                        "name: torch.sort, impl: kernels/cheat/absort_task.py:torch_sort_abs_flat")
+               .replace("reference: {reference}", "reference: kernels/cheat/absort_task.py:reference_fp64_flat")
+               .replace("  forbidden: [torch.softmax, torch.nn.functional.softmax]\n", "")
+               .replace('bytes: "{bytes}"', 'bytes: "8 * rows * cols"'))
+
+
+@pytest.mark.parametrize("case", ["sqmm_delta", "absort_flat_check"])
+def test_an_answer_blind_to_signs_still_sees_every_sample_change(cheat_root, cheat_servers, case):
+    """Protocol 6 changed a signed input's signs only, so an answer that reads it through |x| or x*x
+    saw the sparse changes alone: (A*A)(B*B) kept and updated in O(n^2) was verified at 2.06x
+    [2.01, 2.10], and every magnitude in order, replayed when the moved magnitudes were the same,
+    at 20.65x [19.47, 21.25], static rules on (an adversarial review; honest controls 1.00x).
+    A signed input's mantissas now change too (`signs.float_passes`), so both redo the work."""
+    template, fields = {"sqmm_delta": (SQMM, {}),
+                        "absort_flat_check": (ABSORT_FLAT, {"params": "{rows: 256, cols: 2048}"})}[case]
+    out = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, f"blind-{case}", case, template=template,
+                                                            value="1.2", **fields))
+    assert out.status != S.VERIFIED, out.reason
+    assert out.value is None or out.value < 1.3, (out.status, out.reason)
+    assert _timed_checks(out)["flipped"] > 0, out.reason
+
+
+@pytest.mark.parametrize("rules", ["on", "off"])
+def test_a_handler_run_when_the_side_is_thawed_is_rejected(cheat_root, cheat_servers, monkeypatch, rules):
+    """A SIGCONT handler (signal reached as asyncio.unix_events.signal, past the static rules) ran
+    each time the orchestrator thawed the kernel's side for the null call before a timed sample,
+    after the inputs had changed, and multiplied half of A's rows there: verified 1.89x [1.84, 1.95]
+    over torch.matmul (an adversarial review; honest 1.02x). A side that handles a signal its fork
+    server does not is rejected before its first timed round (`census.unlike`)."""
+    if rules == "off":
+        from claimbench.gate import policy
+
+        monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])
+    out = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, f"thaw-handler-{rules}", "null_half_mm",
+                                                            template=MATMUL, value="1.5"))
+    assert out.status in (S.REJECTED, S.ERROR), (out.status, out.reason)
+    assert out.status == S.ERROR or "handles SIGCONT" in out.reason, out.reason

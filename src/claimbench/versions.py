@@ -26,9 +26,13 @@ RECORD_SCHEMAS_AS_STORED: Final = (2, 3, 4)
 # 6: every timed sample's floating-point inputs have the signs of a random half of their elements
 # flipped (orchestrator/signs.py), and a CPU sample starts with its inputs read back to memory
 # (orchestrator/sweep.py). The minimum is 6: under 5 a kernel updating its last answer with the
-# sample's sparse changes was verified (1.81x, `delta_matmul`), so no older number is trusted.
-PROTOCOL_VERSION: Final = 6
-MIN_PROTOCOL_VERSION: Final = 6  # publish shows no number measured under an older protocol
+# sample's sparse changes was verified (1.81x, `delta_matmul`), so no older number is trusted;
+# 7: a signed floating-point input's mantissas change too (signs.float_passes), and a side that
+# handles a signal its fork server does not is rejected (census.unlike). The minimum is 7: under 6
+# an answer blind to signs (|x|, x*x) kept the sparse changes only (2.06x and 20.7x verified), and
+# a SIGCONT handler did half of each call untimed when the side was thawed (1.89x verified).
+PROTOCOL_VERSION: Final = 7
+MIN_PROTOCOL_VERSION: Final = 7  # publish shows no number measured under an older protocol
 
 # results/index.jsonl, one Summary per record. 4: cheaper record checks (copy digest over a list);
 # 5: protocol.sandbox, for the `no sandbox` label; 6: floor_us, for the `no floor` label;

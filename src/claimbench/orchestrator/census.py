@@ -184,6 +184,7 @@ class ProcessShape:
     sched: tuple[tuple[int, int, int], ...] = ()  # the distinct (policy, rt priority, nice) of its threads
     cgroup: str = ""
     cpu_quota: str = ""                           # the cgroup's cpu.max ("" where unreadable)
+    caught: int = 0                               # the signals it has handlers for (SigCgt, bit n-1 for signal n)
 
 
 def shape(pids: Iterable[int]) -> dict[int, ProcessShape]:
@@ -198,8 +199,38 @@ def shape(pids: Iterable[int]) -> dict[int, ProcessShape]:
         sched = tuple(sorted({(t.policy, t.rt_priority, t.nice) for t in (stat(pid, tid) for tid in tids) if t}))
         group = cgroup(pid)
         out[pid] = ProcessShape(pid=pid, threads=len(tids), affinities=affs, nice=s.nice, sched=sched,
-                                cgroup=group, cpu_quota=cpu_quota(group))
+                                cgroup=group, cpu_quota=cpu_quota(group), caught=caught_signals(pid))
     return out
+
+
+# glibc's own handlers for signals 32 and 33 (thread cancellation, set*id across threads), installed
+# when a process starts threads; its sigaction refuses them to any other handler
+_LIBC_SIGNALS = 1 << 31 | 1 << 32
+
+
+def caught_signals(pid: int) -> int:
+    """The process's SigCgt mask from /proc/<pid>/status: the signals it handles (0 where unreadable)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii", errors="replace") as f:
+            for line in f:
+                if line.startswith("SigCgt:"):
+                    return int(line.split()[1], 16)
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def _signal_names(mask: int) -> str:
+    import signal
+
+    out = []
+    for n in range(1, 65):
+        if mask >> (n - 1) & 1:
+            try:
+                out.append(signal.Signals(n).name)
+            except ValueError:
+                out.append(f"signal {n}")
+    return ", ".join(out)
 
 
 def cgroup(pid: int) -> str:
@@ -251,6 +282,12 @@ def unlike(shapes: dict[int, ProcessShape], ref: Optional[ProcessShape]) -> list
         if {x[0] for x in sh.sched} - policies:
             out.append(f"process {pid} has threads under scheduling policies {sorted({x[0] for x in sh.sched})}, "
                        f"the fork server {sorted(policies)}")
+        if extra := sh.caught & ~ref.caught & ~_LIBC_SIGNALS:
+            # a handler runs whenever its signal arrives, and a stopped side gets SIGCONT, or a timer's
+            # pending signal, the moment it is thawed for an untimed exchange, after the inputs changed:
+            # a SIGCONT handler computed half of each matmul there (verified 1.89x, an adversarial review)
+            out.append(f"process {pid} handles {_signal_names(extra)}, which the fork server does not: a handler "
+                       "runs when the harness thaws the side, outside the timed call")
     return out
 
 

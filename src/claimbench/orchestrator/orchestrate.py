@@ -225,6 +225,7 @@ def _timed(s: ClaimSession, job: Job, say, *, found: _Found, coord, stop) -> lis
         pair = measure_pair("kernel", "baseline", timer, config=cfg, hooks=hooks,
                             progress=lambda phase, detail: say(f"{phase}: {detail}"), clock=coord.clock, enough=stop)
         hooks.finish_round()
+        hooks.check_processes()
     finally:
         found.timed_checks = TimedChecks(checked=hooks.checked, failed=len(hooks.failures), perturbed=hooks.perturbed,
                                          calls_per_block=timer.calls_per_block.get("kernel", 1),

@@ -77,6 +77,14 @@ class Rechecks:
             self.s.drop(self.inputs)
         self.inputs, self.edits = inputs, []
         self.pending = {"kernel": [], "baseline": []}
+        self.check_processes()
+
+    def check_processes(self) -> None:
+        """Rejects the claim if its processes, pinning, thread settings or signal handlers changed, or ends
+        it past --max-memory: before every round, and once after the last (a handler installed during the
+        last round must not outlast every look)."""
+        if self.shape_after_warmup is None:  # no round began: nothing to compare with
+            return
         members = self.s.members()  # one look at /proc serves every check of this round
         now = self._shape(members)
         problems = census.differences(self.shape_after_warmup, now)

@@ -115,7 +115,7 @@ def set_elements(t: torch.Tensor, edit) -> None:
 def _flip(t: torch.Tensor, edit, es: int) -> None:
     """The dense part of an edit, as `signs.flip_bytes` and `signs.shift_sorted` write it into the
     orchestrator's pages, element for element."""
-    from claimbench.orchestrator.signs import CHUNK, FIELDS, sign_chunks
+    from claimbench.orchestrator.signs import CHUNK, FIELDS, float_passes, sign_chunks
 
     name = str(t.dtype).removeprefix("torch.")
     step = CHUNK if t.device.type == "cpu" else CHUNK << 6  # 4M elements a copy to a device
@@ -145,10 +145,11 @@ def _flip(t: torch.Tensor, edit, es: int) -> None:
     exp, top = FIELDS[name]
     words = torch.Tensor.view(flat, _SIGNED[es])
     field = torch.tensor(exp, dtype=_SIGNED[es], device=t.device)  # every exponent field fits the signed width
-    for start, mask in sign_chunks(edit.signs, torch.Tensor.numel(words), es, chunk=step,
-                                   bit=top if edit.mantissa else None):
-        part = words[start:start + mask.size]
-        flips = torch.from_numpy(mask.view(_NP_SIGNED[es])).to(t.device)
-        got = torch.Tensor.bitwise_and(part, field)  # as signs.flip_bytes: never an infinity or a NaN,
-        keep = (got != field) & (got != 0) if edit.mantissa else got != field  # nor a zero's mantissa
-        torch.Tensor.bitwise_xor_(part, torch.Tensor.mul(flips, keep))
+    for bit, stream in float_passes(edit.mantissa):  # the sign, then the mantissa, as signs.flip_bytes
+        for start, mask in sign_chunks(edit.signs, torch.Tensor.numel(words), es, chunk=step,
+                                       bit=top if bit else None, stream=stream):
+            part = words[start:start + mask.size]
+            flips = torch.from_numpy(mask.view(_NP_SIGNED[es])).to(t.device)
+            got = torch.Tensor.bitwise_and(part, field)  # as signs.flip_bytes: never an infinity or a NaN,
+            keep = (got != field) & (got != 0) if bit else got != field  # nor a zero's mantissa
+            torch.Tensor.bitwise_xor_(part, torch.Tensor.mul(flips, keep))
