@@ -325,3 +325,23 @@ def test_a_handler_run_when_the_side_is_thawed_is_rejected(cheat_root, cheat_ser
                                                             template=MATMUL, value="1.5"))
     assert out.status in (S.REJECTED, S.ERROR), (out.status, out.reason)
     assert out.status == S.ERROR or "handles SIGCONT" in out.reason, out.reason
+
+
+def test_a_task_whose_answer_the_changes_never_move_cannot_verify(cheat_root, cheat_servers):
+    """Every element's binary exponent, in order, does not see a sign flip, a flip of the mantissa's
+    top bit or a rotation of values among elements: every change the harness makes, so a kernel could
+    replay a kept answer and pass every recheck. The first recheck also asks for the reference without
+    the sample's changes, and an equal answer is a blocker (`Rechecks.unmoved`)."""
+    template = (ABSORT_FLAT.replace("absort_task.py:make_inputs", "exponent_sort_task.py:make_inputs")
+                .replace("absort_task.py:torch_sort_abs_flat", "exponent_sort_task.py:torch_sorted_exponents")
+                .replace("absort_task.py:reference_fp64_flat", "exponent_sort_task.py:reference_fp64"))
+    out = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, "blind-task", "exponent_sort_honest",
+                                                            template=template, value="0.5",
+                                                            params="{rows: 256, cols: 2048}"))
+    assert out.status != S.VERIFIED, out.reason
+    why = _timed_checks(out).get("unperturbed", "")  # the blocker, whatever else the verdict's reason says first
+    assert "left the reference's answer exactly as it was" in why, (out.status, out.reason, why)
+    honest = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, "moved-task", "absort_flat_honest",
+                                                               template=ABSORT_FLAT, value="0.5",
+                                                               params="{rows: 256, cols: 2048}"))
+    assert "unperturbed" not in _timed_checks(honest), (honest.status, honest.reason)

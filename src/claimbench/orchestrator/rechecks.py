@@ -46,6 +46,7 @@ class Rechecks:
         self.perturbed = 0
         self.constant: set[int] = set()  # integer inputs of one value only: nothing can change them (perturb.constant)
         self.flipped = 0  # of `perturbed`: the edits with a dense part (signs.py: a flip, a step, a shift)
+        self.unmoved: Optional[bool] = None  # whether the changes left the reference's answer as it was (first check)
         self.sweep: Optional[CacheSweep] = None  # CPU, unless --hot: the caches read through before each sample
         self.shape_after_warmup: Optional[dict] = None
         self.shape_after_load: dict = {}      # taken before any claim call: pinning and settings must stay
@@ -163,6 +164,10 @@ class Rechecks:
     def unperturbed(self) -> str:
         """Why an input of the kernel's cannot change between its timed calls (its `prepare` passes
         none through unchanged, or an integer input holds one value only), or ""."""
+        if self.unmoved:
+            return ("the changes made before each timed call left the reference's answer exactly as it was (the "
+                    "task's answer does not see them), so a kernel could return a kept answer for every call; "
+                    "make the answer depend on every input's values, or draw inputs the changes can move")
         if self.constant:
             i = min(self.constant)
             return (f"input {i} holds one value only, so no change before a timed call can move it, and work that "
@@ -267,6 +272,10 @@ class Rechecks:
         raws, edits, bufs = self.candidates[min(pick, len(self.candidates) - 1)]
         self.candidates = []
         ref = self.s.reference(self.inputs, edits)
+        if self.unmoved is None and edits:  # once: does the change reach the answer at all?
+            before = self.s.reference(self.inputs, [])
+            self.unmoved = len(before) == len(ref) and all(
+                a.shape == b.shape and a.tobytes() == b.tobytes() for a, b in zip(before, ref))
         outs = [codec.from_bytes(raw, b.dtype, b.shape, strides=b.strides) for raw, b in zip(raws, bufs)]
         self.checked += 1
         if len(outs) != len(ref):
