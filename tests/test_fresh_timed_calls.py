@@ -310,6 +310,18 @@ def test_an_answer_blind_to_signs_still_sees_every_sample_change(cheat_root, che
     assert _timed_checks(out)["flipped"] > 0, out.reason
 
 
+def test_a_handler_for_a_signal_the_fork_server_handles_is_rejected_too(cheat_root, cheat_servers, monkeypatch):
+    """The fork server handles SIGINT (Python's handler): a side re-pointing it showed the server's mask,
+    so its handler, fired by a timer while the side was stopped, would run at the thaw unseen. Sides
+    drop Python's handlers before claim code loads (side/server.py), and one in a side is refused."""
+    from claimbench.gate import policy
+
+    monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])  # `import signal` is refused by the rules
+    out = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, "sigint-rehandled", "sigint_rehandled",
+                                                            template=MATMUL, value="1.0"))
+    assert out.status == S.REJECTED and "handles SIGINT" in out.reason, (out.status, out.reason)
+
+
 @pytest.mark.parametrize("rules", ["on", "off"])
 def test_a_handler_run_when_the_side_is_thawed_is_rejected(cheat_root, cheat_servers, monkeypatch, rules):
     """A SIGCONT handler (signal reached as asyncio.unix_events.signal, past the static rules) ran

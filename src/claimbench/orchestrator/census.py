@@ -206,6 +206,9 @@ def shape(pids: Iterable[int]) -> dict[int, ProcessShape]:
 # glibc's own handlers for signals 32 and 33 (thread cancellation, set*id across threads), installed
 # when a process starts threads; its sigaction refuses them to any other handler
 _LIBC_SIGNALS = 1 << 31 | 1 << 32
+# Python's own SIGINT handler, which the fork server has and every side drops before claim code
+# loads (side/server.py `_default_handlers`): a side handling SIGINT is the claim's code
+_PYTHON_SIGINT = 1 << 1
 
 
 def caught_signals(pid: int) -> int:
@@ -282,12 +285,12 @@ def unlike(shapes: dict[int, ProcessShape], ref: Optional[ProcessShape]) -> list
         if {x[0] for x in sh.sched} - policies:
             out.append(f"process {pid} has threads under scheduling policies {sorted({x[0] for x in sh.sched})}, "
                        f"the fork server {sorted(policies)}")
-        if extra := sh.caught & ~ref.caught & ~_LIBC_SIGNALS:
+        if extra := sh.caught & ~(ref.caught & ~_PYTHON_SIGINT) & ~_LIBC_SIGNALS:
             # a handler runs whenever its signal arrives, and a stopped side gets SIGCONT, or a timer's
             # pending signal, the moment it is thawed for an untimed exchange, after the inputs changed:
             # a SIGCONT handler computed half of each matmul there (verified 1.89x, an adversarial review)
-            out.append(f"process {pid} handles {_signal_names(extra)}, which the fork server does not: a handler "
-                       "runs when the harness thaws the side, outside the timed call")
+            out.append(f"process {pid} handles {_signal_names(extra)}, which a side may not (its fork server's "
+                       "inherited handlers aside): a handler runs when the harness thaws the side, outside the timed call")
     return out
 
 

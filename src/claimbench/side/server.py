@@ -105,6 +105,7 @@ def _fork_side(msg, fds: list[int], ctl_fd: int) -> int:
                 except OSError:
                     pass
         os.environ.update(msg.env)  # its import-time keys match the server's (checked before the fork)
+        _default_handlers()
         _one_compile_thread()
         if msg.max_memory_bytes:
             resource.setrlimit(resource.RLIMIT_AS, (msg.max_memory_bytes, msg.max_memory_bytes))
@@ -117,6 +118,19 @@ def _fork_side(msg, fds: list[int], ctl_fd: int) -> int:
         import traceback
         traceback.print_exc()
     os._exit(70)
+
+
+def _default_handlers() -> None:
+    """No Python signal handler of the server's (SIGINT's, Python's own) survives into a side: a side
+    is stopped and thawed between exchanges, and a handler runs at the thaw, untimed, so the census
+    refuses any handler in a side (`census.unlike`); a kernel re-pointing a handler the side already
+    had (SIGINT, delivered by a timer while the side was stopped) would not change the mask it reads."""
+    for sig in signal.valid_signals():
+        try:
+            if callable(signal.getsignal(sig)):
+                signal.signal(sig, signal.SIG_DFL)
+        except (OSError, ValueError, TypeError):  # a signal the C library keeps for itself
+            pass
 
 
 def _one_compile_thread() -> None:
