@@ -163,16 +163,17 @@ class Rechecks:
     @property
     def unperturbed(self) -> str:
         """Why an input of the kernel's cannot change between its timed calls (its `prepare` passes
-        none through unchanged, or an integer input holds one value only), or ""."""
-        if self.unmoved:
-            return ("the changes made before each timed call left the reference's answer exactly as it was (the "
-                    "task's answer does not see them), so a kernel could return a kept answer for every call; "
-                    "make the answer depend on every input's values, or draw inputs the changes can move")
+        none through unchanged, an integer input holds one value only, or the changes never move the
+        reference's answer), or ""."""
         if self.constant:
             i = min(self.constant)
             return (f"input {i} holds one value only, so no change before a timed call can move it, and work that "
                     "depends on it alone could be kept from call to call; pass it as a number in workload.params, "
                     "or draw varied values in make_inputs")
+        if self.unmoved:
+            return ("the changes made before each timed call left the reference's answer exactly as it was (the "
+                    "task's answer does not see them), so a kernel could return a kept answer for every call; "
+                    "make the answer depend on every input's values, or draw inputs the changes can move")
         if not self._prepared("kernel") or self.s.passthrough:
             return ""
         return ("the kernel's `prepare` passes none of its inputs through unchanged, so no timed call's inputs "
