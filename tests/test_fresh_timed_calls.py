@@ -294,20 +294,33 @@ ABSORT_FLAT = (SOFTMAX.replace("kernels/softmax_cpu.py:make_inputs", "kernels/ch
                .replace('bytes: "{bytes}"', 'bytes: "8 * rows * cols"'))
 
 
-@pytest.mark.parametrize("case", ["sqmm_delta", "absort_flat_check"])
+@pytest.mark.parametrize("case", ["sqmm_delta", "absort_flat_check", "submm_delta"])
 def test_an_answer_blind_to_signs_still_sees_every_sample_change(cheat_root, cheat_servers, case):
     """Protocol 6 changed a signed input's signs only, so an answer that reads it through |x| or x*x
     saw the sparse changes alone: (A*A)(B*B) kept and updated in O(n^2) was verified at 2.06x
     [2.01, 2.10], and every magnitude in order, replayed when the moved magnitudes were the same,
     at 20.65x [19.47, 21.25], static rules on (an adversarial review; honest controls 1.00x).
-    A signed input's mantissas now change too (`signs.float_passes`), so both redo the work."""
-    template, fields = {"sqmm_delta": (SQMM, {}),
+    A signed input's mantissas now change too (`signs.float_passes`), so both redo the work; and a
+    subnormal one's (an input of subnormals got signs only: the squares' update verified 1.89x)."""
+    template, fields = {"sqmm_delta": (SQMM, {}), "submm_delta": (SQMM.replace("sqmm_task.py:", "submm_task.py:")
+                                                              .replace("submm_task.py:torch_sqmm", "submm_task.py:torch_submm")
+                                                              .replace("max_rel_l2: 1.0e-5,", "max_rel_l2: 1.0e-4, tolerance_reason: squares of sums,"), {}),
                         "absort_flat_check": (ABSORT_FLAT, {"params": "{rows: 256, cols: 2048}"})}[case]
     out = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, f"blind-{case}", case, template=template,
                                                             value="1.2", **fields))
     assert out.status != S.VERIFIED, out.reason
     assert out.value is None or out.value < 1.3, (out.status, out.reason)
-    assert _timed_checks(out)["flipped"] > 0, out.reason
+    assert (_timed_checks(out) or {}).get("flipped", 0) > 0, (out.status, out.reason)
+
+
+def test_a_handler_in_place_only_between_the_census_rounds_is_rejected(cheat_root, cheat_servers):
+    """Installed on a round's first call and taken down on its fifth, a SIGCONT handler was there at
+    the thaws before calls 2-5 and gone at every look of the census (before each round and after the
+    last): verified 1.94x [1.89, 2.00] over torch.matmul, static rules on (an adversarial review).
+    The handled signals are now read at every freeze, when the side cannot change them."""
+    out = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, "gap-handler", "gap_half_mm",
+                                                            template=MATMUL, value="1.3"))
+    assert out.status == S.REJECTED and "handles SIGCONT" in out.reason, (out.status, out.reason)
 
 
 def test_a_handler_for_a_signal_the_fork_server_handles_is_rejected_too(cheat_root, cheat_servers, monkeypatch):
@@ -337,6 +350,21 @@ def test_a_handler_run_when_the_side_is_thawed_is_rejected(cheat_root, cheat_ser
                                                             template=MATMUL, value="1.5"))
     assert out.status in (S.REJECTED, S.ERROR), (out.status, out.reason)
     assert out.status == S.ERROR or "handles SIGCONT" in out.reason, out.reason
+
+
+def test_an_answer_the_changes_barely_move_cannot_verify(cheat_root, cheat_servers):
+    """C = E(A) E(B) with E the binary exponent: the dense change (signs, the mantissa's top bit)
+    never moves it, only the sparse part does, so a kernel keeping E(A), E(B) and C updated them
+    there: verified 2.67x [2.55, 2.73], static rules on (an adversarial review; honest 1.03x). The
+    first recheck asks for the reference with the dense part of the changes alone: an answer it does
+    not move is a blocker (`Rechecks.unmoved`)."""
+    template = (MATMUL.replace("kernels/cheat/matmul_task.py:make_inputs", "kernels/cheat/exmm_task.py:make_inputs")
+                .replace("kernels/cheat/matmul_task.py:torch_matmul", "kernels/cheat/exmm_task.py:torch_exmm")
+                .replace("kernels/cheat/matmul_task.py:reference_fp64", "kernels/cheat/exmm_task.py:reference_fp64"))
+    out = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, "exponent-mm", "exmm_delta", template=template,
+                                                            value="1.5"))
+    assert out.status != S.VERIFIED, out.reason
+    assert "left the reference's answer exactly as it was" in _timed_checks(out).get("unperturbed", ""), out.reason
 
 
 def test_a_task_whose_answer_the_changes_never_move_cannot_verify(cheat_root, cheat_servers):

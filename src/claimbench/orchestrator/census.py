@@ -211,6 +211,18 @@ _LIBC_SIGNALS = 1 << 31 | 1 << 32
 _PYTHON_SIGINT = 1 << 1
 
 
+def allowed_handlers(server_caught: int) -> int:
+    """The signals a side may handle: glibc's own, and the C-level handlers its fork server had (not
+    Python's SIGINT, which every side drops before claim code loads)."""
+    return (server_caught & ~_PYTHON_SIGINT) | _LIBC_SIGNALS
+
+
+def handlers_problem(pid: int, extra: int) -> str:
+    """Why a side process handling the signals ``extra`` cannot be timed."""
+    return (f"process {pid} handles {_signal_names(extra)}, which a side may not (its fork server's inherited "
+            "handlers aside): a handler runs when the harness thaws the side, outside the timed call")
+
+
 def caught_signals(pid: int) -> int:
     """The process's SigCgt mask from /proc/<pid>/status: the signals it handles (0 where unreadable)."""
     try:
@@ -285,12 +297,11 @@ def unlike(shapes: dict[int, ProcessShape], ref: Optional[ProcessShape]) -> list
         if {x[0] for x in sh.sched} - policies:
             out.append(f"process {pid} has threads under scheduling policies {sorted({x[0] for x in sh.sched})}, "
                        f"the fork server {sorted(policies)}")
-        if extra := sh.caught & ~(ref.caught & ~_PYTHON_SIGINT) & ~_LIBC_SIGNALS:
+        if extra := sh.caught & ~allowed_handlers(ref.caught):
             # a handler runs whenever its signal arrives, and a stopped side gets SIGCONT, or a timer's
             # pending signal, the moment it is thawed for an untimed exchange, after the inputs changed:
             # a SIGCONT handler computed half of each matmul there (verified 1.89x, an adversarial review)
-            out.append(f"process {pid} handles {_signal_names(extra)}, which a side may not (its fork server's "
-                       "inherited handlers aside): a handler runs when the harness thaws the side, outside the timed call")
+            out.append(handlers_problem(pid, extra))
     return out
 
 

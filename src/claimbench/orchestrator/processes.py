@@ -124,6 +124,7 @@ class ForkServer:
             os.close(fd)
         pid = reply.pid if self.sandbox.kind != "bwrap" else host_pid(reply.pid, census.tree([self.proc.pid]))
         side = SideProcess(role, pid, Channel(ours, f"the {role} side"))
+        side.allowed_handlers = census.allowed_handlers(census.caught_signals(self.host_pid))
         try:
             hello, fds = side.channel.recv(timeout_s)
             for fd in fds:
@@ -196,6 +197,10 @@ class SideProcess:
         self.extra: list[int] = []  # descendants that left the group; frozen by pid
         self.cpu_at_freeze: Optional[float] = None
         self.idle_cpu_s = 0.0       # CPU its processes used while stopped: none, unless freezing failed
+        # the signal handlers a side may have (census.allowed_handlers), and those seen beyond them at any
+        # freeze: a handler in place while the side is stopped runs at the thaw, outside the timed call
+        self.allowed_handlers: Optional[int] = None
+        self.handled_extra = 0
 
     def members(self, table: Optional[dict[int, census.Stat]] = None) -> list[int]:
         """Every process of this side now: its process group and, by parent links, descendants that
@@ -224,6 +229,9 @@ class SideProcess:
         self.frozen = True
         self.wait_stopped()
         self.cpu_at_freeze = census.cpu_seconds([self.pid, *self.extra])
+        if self.allowed_handlers is not None:  # stopped: its handlers cannot change until the next thaw
+            for pid in (self.pid, *self.extra):
+                self.handled_extra |= census.caught_signals(pid) & ~self.allowed_handlers
 
     def thaw(self) -> None:
         """SIGCONT the side, first adding the CPU its processes used while stopped to ``idle_cpu_s``."""

@@ -115,6 +115,8 @@ class RemoteTimer:
         finally:
             t1 = _NOW()
             proc.freeze()
+        if proc.handled_extra:  # seen at this freeze or an earlier one, whenever it was put in place
+            raise ClaimEnded("rejected", "the claim's processes changed: " + census.handlers_problem(proc.pid, proc.handled_extra))
         self.bracket.busy_cpu_s[side] += max(0.0, (proc.cpu_at_freeze or cpu0) - cpu0)
         self.bracket.busy_wall_s[side] += (_NOW() - w0) / 1e9  # freeze read its CPU last
         self.bracket.idle_cpu_s[side] = proc.idle_cpu_s

@@ -151,5 +151,9 @@ def _flip(t: torch.Tensor, edit, es: int) -> None:
             part = words[start:start + mask.size]
             flips = torch.from_numpy(mask.view(_NP_SIGNED[es])).to(t.device)
             got = torch.Tensor.bitwise_and(part, field)  # as signs.flip_bytes: never an infinity or a NaN,
-            keep = (got != field) & (got != 0) if bit else got != field  # nor a zero's mantissa
+            if bit:  # nor a zero's mantissa, nor a subnormal's only bit
+                low = torch.Tensor.bitwise_and(part, torch.tensor(top - 1, dtype=_SIGNED[es], device=t.device))
+                keep = (got != field) & ((got != 0) | (low != 0))
+            else:
+                keep = got != field
             torch.Tensor.bitwise_xor_(part, torch.Tensor.mul(flips, keep))
