@@ -49,6 +49,7 @@ class ScriptedSide:
     def __init__(self, script):
         self.pid, self.extra, self.channel = os.getpid(), [], ScriptedChannel(script)
         self.cpu_at_freeze, self.idle_cpu_s = None, 0.0
+        self.handled_extra = 0  # as SideProcess: no signal handler seen at a freeze
 
     def thaw(self):
         pass
