@@ -310,7 +310,9 @@ def test_an_answer_blind_to_signs_still_sees_every_sample_change(cheat_root, che
                                                             value="1.2", **fields))
     assert out.status != S.VERIFIED, out.reason
     assert out.value is None or out.value < 1.3, (out.status, out.reason)
-    assert (_timed_checks(out) or {}).get("flipped", 0) > 0, (out.status, out.reason)
+    checks = _timed_checks(out) or {}
+    assert checks.get("flipped", 0) > 0, (out.status, out.reason)
+    assert "unperturbed" not in checks, checks  # the dense part moves these answers: no blocker for them
 
 
 def test_a_handler_in_place_only_between_the_census_rounds_is_rejected(cheat_root, cheat_servers):
@@ -335,18 +337,14 @@ def test_a_handler_for_a_signal_the_fork_server_handles_is_rejected_too(cheat_ro
     assert out.status == S.REJECTED and "handles SIGINT" in out.reason, (out.status, out.reason)
 
 
-@pytest.mark.parametrize("rules", ["on", "off"])
-def test_a_handler_run_when_the_side_is_thawed_is_rejected(cheat_root, cheat_servers, monkeypatch, rules):
+def test_a_handler_run_when_the_side_is_thawed_is_rejected(cheat_root, cheat_servers):
     """A SIGCONT handler (signal reached as asyncio.unix_events.signal, past the static rules) ran
     each time the orchestrator thawed the kernel's side for the null call before a timed sample,
     after the inputs had changed, and multiplied half of A's rows there: verified 1.89x [1.84, 1.95]
     over torch.matmul (an adversarial review; honest 1.02x). A side that handles a signal its fork
-    server does not is rejected before its first timed round (`census.unlike`)."""
-    if rules == "off":
-        from claimbench.gate import policy
-
-        monkeypatch.setattr(policy, "check_kernel_source", lambda *a, **kw: [])
-    out = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, f"thaw-handler-{rules}", "null_half_mm",
+    server does not is rejected before its first timed round (`census.unlike`); the static rules are on
+    and do not see it, so the process design is what stops it."""
+    out = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, "thaw-handler", "null_half_mm",
                                                             template=MATMUL, value="1.5"))
     assert out.status in (S.REJECTED, S.ERROR), (out.status, out.reason)
     assert out.status == S.ERROR or "handles SIGCONT" in out.reason, out.reason
@@ -381,7 +379,3 @@ def test_a_task_whose_answer_the_changes_never_move_cannot_verify(cheat_root, ch
     assert out.status != S.VERIFIED, out.reason
     why = _timed_checks(out).get("unperturbed", "")  # the blocker, whatever else the verdict's reason says first
     assert "left the reference's answer exactly as it was" in why, (out.status, out.reason, why)
-    honest = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, "moved-task", "absort_flat_honest",
-                                                               template=ABSORT_FLAT, value="0.5",
-                                                               params="{rows: 256, cols: 2048}"))
-    assert "unperturbed" not in _timed_checks(honest), (honest.status, honest.reason)
