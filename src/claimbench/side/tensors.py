@@ -145,13 +145,13 @@ def _flip(t: torch.Tensor, edit, es: int) -> None:
     exp, top = FIELDS[name]
     words = torch.Tensor.view(flat, _SIGNED[es])
     field = torch.tensor(exp, dtype=_SIGNED[es], device=t.device)  # every exponent field fits the signed width
-    for bit, stream in float_passes(edit.mantissa):  # the sign, then the mantissa, as signs.flip_bytes
+    for on_mantissa, stream in float_passes(edit.mantissa):  # the sign, then the mantissa, as signs.flip_bytes
         for start, mask in sign_chunks(edit.signs, torch.Tensor.numel(words), es, chunk=step,
-                                       bit=top if bit else None, stream=stream):
+                                       bit=top if on_mantissa else None, stream=stream):
             part = words[start:start + mask.size]
             flips = torch.from_numpy(mask.view(_NP_SIGNED[es])).to(t.device)
             got = torch.Tensor.bitwise_and(part, field)  # as signs.flip_bytes: never an infinity or a NaN,
-            if bit:  # nor a zero's mantissa, nor a subnormal's only bit
+            if on_mantissa:  # nor a zero's mantissa, nor a subnormal's only bit
                 low = torch.Tensor.bitwise_and(part, torch.tensor(top - 1, dtype=_SIGNED[es], device=t.device))
                 keep = (got != field) & ((got != 0) | (low != 0))
             else:
