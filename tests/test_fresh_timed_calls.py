@@ -308,7 +308,7 @@ def test_an_answer_blind_to_signs_still_sees_every_sample_change(cheat_root, che
     out = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, f"blind-{case}", case, template=template,
                                                             value="1.2", **fields))
     assert out.status != S.VERIFIED, out.reason
-    assert out.value is None or out.value < 1.3, (out.status, out.reason)
+    assert out.ci_low is None or out.ci_low < 1.3, (out.status, out.reason)  # the interval: a loaded run is wide
     checks = _timed_checks(out) or {}
     assert checks.get("flipped", 0) > 0, (out.status, out.reason)
     assert "unperturbed" not in checks, checks  # the dense part moves these answers: no blocker for them
