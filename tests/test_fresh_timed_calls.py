@@ -145,7 +145,9 @@ def _timed_checks(out) -> dict:
     import json
 
     assert out.record_path is not None, out.reason
-    return json.loads(out.record_path.read_text())["protocol"]["timed_checks"]
+    checks = json.loads(out.record_path.read_text())["protocol"]["timed_checks"]
+    assert checks is not None, ("the run ended before its timed rounds", out.status, out.reason)
+    return checks
 
 
 @pytest.mark.parametrize("name", ["prepare_scaled_answer", "prepare_stash", "prepare_honest"])
@@ -309,7 +311,7 @@ def test_an_answer_blind_to_signs_still_sees_every_sample_change(cheat_root, che
                                                             value="1.2", **fields))
     assert out.status != S.VERIFIED, out.reason
     assert out.ci_low is None or out.ci_low < 1.3, (out.status, out.reason)  # the interval: a loaded run is wide
-    checks = _timed_checks(out) or {}
+    checks = _timed_checks(out)
     assert checks.get("flipped", 0) > 0, (out.status, out.reason)
     assert "unperturbed" not in checks, checks  # the dense part moves these answers: no blocker for them
 
