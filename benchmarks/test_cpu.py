@@ -85,6 +85,7 @@ def main() -> None:
     seen: dict[int, float] = {}  # pid -> CPU seconds charged so far
     by_test: dict[str, float] = defaultdict(float)
     by_kind: dict[str, float] = defaultdict(float)
+    by_file_kind: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
     done = threading.Event()
 
     def sample() -> None:
@@ -110,8 +111,11 @@ def main() -> None:
             if delta <= 0:
                 continue
             test = next((tests[c] for c in chain if c in tests), "(collection, start and end)")
+            if ppid == proc.pid or pid == proc.pid:  # an xdist worker (execnet's `-c` names no pytest) or the main one
+                kind = "pytest process (the test's own code)"
             by_test[test] += delta
             by_kind[kind] += delta
+            by_file_kind[test.split("::")[0]][kind] += delta
 
     def poll() -> None:
         while not done.is_set():
@@ -137,8 +141,11 @@ def main() -> None:
     for test, s in by_test.items():
         files[test.split("::")[0]] += s
     print(f"\nby test file (top {args.top}):")
+    kinds = sorted(by_kind, key=lambda k: -by_kind[k])[:4]
+    print("  " + " ".join(f"{k[:14]:>14}" for k in kinds))
     for f, s in sorted(files.items(), key=lambda kv: -kv[1])[:args.top]:
-        print(f"  {s:8.1f} s  {f}")
+        split = " ".join(f"{by_file_kind[f].get(k, 0.0):14.1f}" for k in kinds)
+        print(f"  {s:8.1f} s  {split}  {f}")
     print(f"\nby test (top {args.top}):")
     for test, s in sorted(by_test.items(), key=lambda kv: -kv[1])[:args.top]:
         print(f"  {s:8.1f} s  {test}")

@@ -35,3 +35,11 @@ def test_a_sweep_is_twice_the_last_level_and_bounded(monkeypatch):
     assert sweep.CacheSweep(nbytes=10).nbytes == 1 << 20  # never below 1 MiB
     monkeypatch.setattr(sweep, "MAX_BYTES", 4 << 20)
     assert sweep.CacheSweep(nbytes=1 << 40).nbytes == 4 << 20
+
+
+def test_the_next_claim_process_reads_the_same_buffer_and_every_page_of_it_is_there():
+    """Made once per size (0.1 s of CPU a claim process before); a new size replaces the kept one."""
+    a, b = sweep.CacheSweep(nbytes=2 << 20), sweep.CacheSweep(nbytes=2 << 20)
+    assert a.buf is b.buf and int(a.buf.min()) == 1  # written: no page left to the shared zero page
+    c = sweep.CacheSweep(nbytes=3 << 20)
+    assert c.buf is not a.buf and c.buf.nbytes == 3 << 20 and list(sweep._KEPT) == [3 << 20]
