@@ -83,6 +83,7 @@ def main() -> None:
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen: dict[int, float] = {}  # pid -> CPU seconds charged so far
+    servers: set[int] = set()  # fork servers seen (each imports torch and Triton: about 1.7 CPU-s)
     by_test: dict[str, float] = defaultdict(float)
     by_kind: dict[str, float] = defaultdict(float)
     by_file_kind: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -106,6 +107,8 @@ def main() -> None:
                 p = stats[p][0]
             if p != proc.pid and pid != proc.pid:
                 continue  # not ours
+            if kind == "side or fork server" and stats.get(ppid, (0, ""))[1] not in (kind, "other (bwrap)"):
+                servers.add(pid)  # a fork server: its parent is neither a side nor a sandbox
             delta = cpu - seen.get(pid, 0.0)
             seen[pid] = cpu
             if delta <= 0:
@@ -134,6 +137,7 @@ def main() -> None:
     print(out.strip().splitlines()[-1] if out.strip() else "(no output)")
     print(f"\nwall {wall:.1f} s; CPU the kernel counted for the reaped tree {ru.ru_utime + ru.ru_stime:.1f} s; "
           f"sampled {sum(by_kind.values()):.1f} s (every {args.interval_s} s)")
+    print(f"fork servers started: at least {len(servers)}")
     print("\nby kind of process:")
     for kind, s in sorted(by_kind.items(), key=lambda kv: -kv[1]):
         print(f"  {s:8.1f} s  {kind}")

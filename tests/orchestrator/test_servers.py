@@ -86,3 +86,45 @@ def test_run_one_serves_two_projects_from_one_server_and_confines_each_to_its_ow
     assert "changed files" not in out.reason, out.reason
     assert not (b / "results/records/forged").exists() and not (a / "results/records/forged").exists()
     assert pool._POOL == before
+
+
+def test_a_bwrap_sandbox_shows_a_project_under_tmp_by_its_top_folder(tmp_path):
+    """Every project under one top folder of /tmp is shown by one set of binds (a server per project
+    cost a torch import each: 65 servers in one run of the test command); /tmp outside it stays hidden."""
+    box = choose("none", cuda=False).__class__(kind="bwrap")
+    a = Path("/tmp/cb-top-x/p/a")
+    binds = box.binds(a)
+    assert "/tmp/cb-top-x" in binds and box.binds(Path("/tmp/cb-top-x/q")) == binds
+    assert box.shows(binds, Path("/tmp/cb-top-x/other/project")) and box.shows(binds, Path("/work/project"))
+    assert not box.shows(binds, Path("/tmp/cb-top-y/project"))  # another top folder: not bound, not shown
+    assert not box.shows(binds, Path("/tmp/cb-top-xy"))  # a prefix of a name is not the folder
+    assert choose("none", cuda=False).binds(a) == ()
+
+
+@pytest.mark.skipif(not __import__("claimbench.orchestrator.sandbox", fromlist=["x"]).bwrap_works()[0],
+                    reason="bubblewrap cannot run here")
+def test_run_one_serves_two_projects_from_one_bwrap_server_and_refuses_one_it_cannot_see(tmp_path):
+    a, b = _project(tmp_path / "a"), _project(tmp_path / "b")
+
+    def opts(p: Path) -> RunOptions:
+        return RunOptions(results=p / "results", threads=1, sandbox="bwrap", correctness_only=True)
+
+    out = run_one(a / "claims/valid/rowsum-cpu.yaml", a, detect(a), opts=opts(a))
+    assert out.status == Status.SKIPPED and out.checked, out.reason
+    assert '"sandbox": "bwrap"' in Path(out.record_path).read_text(), out.record_path
+    before = {k: v for k, v in pool._POOL.items() if k[0] == "bwrap"}
+    assert before and all(s.alive() for s in before.values())
+    out = run_one(b / "claims/valid/rowsum-cpu.yaml", b, detect(b), opts=opts(b))
+    assert out.status == Status.SKIPPED and out.checked, out.reason
+    assert {k: v for k, v in pool._POOL.items() if k[0] == "bwrap"} == before  # a's server served b
+    out = run_one(_writes_record(b), b, detect(b), opts=opts(b))  # still read-only to b's own sides
+    assert out.status == Status.ERROR and "Read-only file system" in out.reason, out.reason
+    assert not (b / "results/records/forged").exists()
+    hidden = Path("/tmp") / f"cb-hidden-{os.getpid()}"
+    try:
+        (hidden / "p").mkdir(parents=True)
+        server = next(iter(before.values()))
+        with open(tmp_path / "side.log", "wb") as log, pytest.raises(Exception, match="cannot see"):
+            server.spawn("task", {}, log_fd=log.fileno(), max_memory_bytes=None, root=hidden / "p")
+    finally:
+        shutil.rmtree(hidden, ignore_errors=True)
