@@ -134,7 +134,8 @@ def main() -> None:
     shutil.rmtree(work, ignore_errors=True)  # its plugin and the workers' current-test files
     wall = time.monotonic() - t0
     ru = resource.getrusage(resource.RUSAGE_CHILDREN)
-    print(out.strip().splitlines()[-1] if out.strip() else "(no output)")
+    lines = out.strip().splitlines()
+    print("\n".join([ln for ln in lines if ln.startswith(("FAILED", "ERROR"))] + lines[-1:]) if lines else "(no output)")
     print(f"\nwall {wall:.1f} s; CPU the kernel counted for the reaped tree {ru.ru_utime + ru.ru_stime:.1f} s; "
           f"sampled {sum(by_kind.values()):.1f} s (every {args.interval_s} s)")
     print(f"fork servers started: at least {len(servers)}")
