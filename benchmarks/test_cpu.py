@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
-DEFAULT_ARGS = ["-q", "-n", "3", "--dist", "worksteal", "tests", "--claims", "claims", "--claims-timing", "off", "--claims-results", "results/.cache/test-records",
+DEFAULT_ARGS = ["-q", "-n", str((os.cpu_count() or 1) + 2), "--dist", "worksteal", "tests", "--claims", "claims", "--claims-timing", "off", "--claims-results", "results/.cache/test-records",
                 "-p", "no:cacheprovider"]
 
 PLUGIN = '''
@@ -83,7 +83,7 @@ def main() -> None:
     t0 = time.monotonic()
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
     seen: dict[int, float] = {}  # pid -> CPU seconds charged so far
-    servers: set[int] = set()  # fork servers seen (each imports torch and Triton: about 1.7 CPU-s)
+    servers: dict[int, str] = {}  # fork servers seen (each imports torch and Triton: about 1.7 CPU-s), by test file
     by_test: dict[str, float] = defaultdict(float)
     by_kind: dict[str, float] = defaultdict(float)
     by_file_kind: dict[str, dict[str, float]] = defaultdict(lambda: defaultdict(float))
@@ -107,13 +107,13 @@ def main() -> None:
                 p = stats[p][0]
             if p != proc.pid and pid != proc.pid:
                 continue  # not ours
+            test = next((tests[c] for c in chain if c in tests), "(collection, start and end)")
             if kind == "side or fork server" and stats.get(ppid, (0, ""))[1] not in (kind, "other (bwrap)"):
-                servers.add(pid)  # a fork server: its parent is neither a side nor a sandbox
+                servers.setdefault(pid, test.split("::")[0])  # a fork server: its parent is neither a side nor a sandbox
             delta = cpu - seen.get(pid, 0.0)
             seen[pid] = cpu
             if delta <= 0:
                 continue
-            test = next((tests[c] for c in chain if c in tests), "(collection, start and end)")
             if ppid == proc.pid or pid == proc.pid:  # an xdist worker (execnet's `-c` names no pytest) or the main one
                 kind = "pytest process (the test's own code)"
             by_test[test] += delta
@@ -138,7 +138,11 @@ def main() -> None:
     print("\n".join([ln for ln in lines if ln.startswith(("FAILED", "ERROR"))] + lines[-1:]) if lines else "(no output)")
     print(f"\nwall {wall:.1f} s; CPU the kernel counted for the reaped tree {ru.ru_utime + ru.ru_stime:.1f} s; "
           f"sampled {sum(by_kind.values()):.1f} s (every {args.interval_s} s)")
-    print(f"fork servers started: at least {len(servers)}")
+    by_file: dict[str, int] = defaultdict(int)
+    for f in servers.values():
+        by_file[f] += 1
+    print(f"fork servers started: at least {len(servers)}: "
+          + ", ".join(f"{f} {n}" for f, n in sorted(by_file.items(), key=lambda kv: -kv[1])[:12]))
     print("\nby kind of process:")
     for kind, s in sorted(by_kind.items(), key=lambda kv: -kv[1]):
         print(f"  {s:8.1f} s  {kind}")
