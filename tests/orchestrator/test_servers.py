@@ -66,26 +66,35 @@ def test_a_side_of_another_project_works_in_it_and_writes_only_its_scratch(tmp_p
     assert not any(Path(s).exists() for s in scratches.values())  # each project's scratch goes with the server
 
 
+def _opts(p: Path, sandbox: str) -> RunOptions:
+    return RunOptions(results=p / "results", threads=1, sandbox=sandbox, correctness_only=True)
+
+
+def _a_then_b(tmp_path: Path, sandbox: str) -> tuple[Path, dict]:
+    """Checks a claim in project a, then in project b: (b, the pool's ``sandbox`` servers), asserting
+    that b's run started no server (a's served it) and wrote its record into b."""
+    a, b = _project(tmp_path / "a"), _project(tmp_path / "b")
+    out = run_one(a / "claims/valid/rowsum-cpu.yaml", a, detect(a), opts=_opts(a, sandbox))
+    assert out.status == Status.SKIPPED and out.checked, out.reason
+    assert f'"sandbox": "{sandbox}"' in Path(out.record_path).read_text(), out.record_path
+    before = {k: v for k, v in pool._POOL.items() if k[0] == sandbox}
+    assert before and all(s.alive() for s in before.values())  # a's server came from the pool and still runs
+    out = run_one(b / "claims/valid/rowsum-cpu.yaml", b, detect(b), opts=_opts(b, sandbox))
+    assert out.status == Status.SKIPPED and out.checked, out.reason
+    assert {k: v for k, v in pool._POOL.items() if k[0] == sandbox} == before  # no server started for b
+    assert out.record_path is not None and Path(out.record_path).is_relative_to(b / "results")
+    return b, before
+
+
 @needs_landlock
 def test_run_one_serves_two_projects_from_one_server_and_confines_each_to_its_own(tmp_path):
-    a, b = _project(tmp_path / "a"), _project(tmp_path / "b")
-
-    def opts(p: Path) -> RunOptions:
-        return RunOptions(results=p / "results", threads=1, sandbox="landlock", correctness_only=True)
-
-    out = run_one(a / "claims/valid/rowsum-cpu.yaml", a, detect(a), opts=opts(a))
-    assert out.status == Status.SKIPPED and out.checked, out.reason
-    before = dict(pool._POOL)
-    assert before and all(s.alive() for s in before.values())  # a's server came from the pool and still runs
-    out = run_one(b / "claims/valid/rowsum-cpu.yaml", b, detect(b), opts=opts(b))
-    assert out.status == Status.SKIPPED and out.checked, out.reason
-    assert pool._POOL == before  # no server started for b: a's served it
-    assert out.record_path is not None and Path(out.record_path).is_relative_to(b / "results")
-    out = run_one(_writes_record(b), b, detect(b), opts=opts(b))  # a write into b is refused in b's own side
+    b, before = _a_then_b(tmp_path, "landlock")
+    a = tmp_path / "a"
+    out = run_one(_writes_record(b), b, detect(b), opts=_opts(b, "landlock"))  # a write into b is refused in b's own side
     assert out.status == Status.ERROR and "Permission denied" in out.reason, out.reason
     assert "changed files" not in out.reason, out.reason
     assert not (b / "results/records/forged").exists() and not (a / "results/records/forged").exists()
-    assert pool._POOL == before
+    assert {k: v for k, v in pool._POOL.items() if k[0] == "landlock"} == before
 
 
 def test_a_bwrap_sandbox_shows_a_project_under_tmp_by_its_top_folder(tmp_path):
@@ -104,20 +113,8 @@ def test_a_bwrap_sandbox_shows_a_project_under_tmp_by_its_top_folder(tmp_path):
 @pytest.mark.skipif(not __import__("claimbench.orchestrator.sandbox", fromlist=["x"]).bwrap_works()[0],
                     reason="bubblewrap cannot run here")
 def test_run_one_serves_two_projects_from_one_bwrap_server_and_refuses_one_it_cannot_see(tmp_path):
-    a, b = _project(tmp_path / "a"), _project(tmp_path / "b")
-
-    def opts(p: Path) -> RunOptions:
-        return RunOptions(results=p / "results", threads=1, sandbox="bwrap", correctness_only=True)
-
-    out = run_one(a / "claims/valid/rowsum-cpu.yaml", a, detect(a), opts=opts(a))
-    assert out.status == Status.SKIPPED and out.checked, out.reason
-    assert '"sandbox": "bwrap"' in Path(out.record_path).read_text(), out.record_path
-    before = {k: v for k, v in pool._POOL.items() if k[0] == "bwrap"}
-    assert before and all(s.alive() for s in before.values())
-    out = run_one(b / "claims/valid/rowsum-cpu.yaml", b, detect(b), opts=opts(b))
-    assert out.status == Status.SKIPPED and out.checked, out.reason
-    assert {k: v for k, v in pool._POOL.items() if k[0] == "bwrap"} == before  # a's server served b
-    out = run_one(_writes_record(b), b, detect(b), opts=opts(b))  # still read-only to b's own sides
+    b, before = _a_then_b(tmp_path, "bwrap")
+    out = run_one(_writes_record(b), b, detect(b), opts=_opts(b, "bwrap"))  # still read-only to b's own sides
     assert out.status == Status.ERROR and "Read-only file system" in out.reason, out.reason
     assert not (b / "results/records/forged").exists()
     hidden = Path("/tmp") / f"cb-hidden-{os.getpid()}"
