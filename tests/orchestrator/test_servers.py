@@ -97,31 +97,34 @@ def test_run_one_serves_two_projects_from_one_server_and_confines_each_to_its_ow
     assert {k: v for k, v in pool._POOL.items() if k[0] == "landlock"} == before
 
 
-def test_a_bwrap_sandbox_shows_a_project_under_tmp_by_its_top_folder(tmp_path):
-    """Every project under one top folder of /tmp is shown by one set of binds (a server per project
-    cost a torch import each: 65 servers in one run of the test command); /tmp outside it stays hidden."""
-    box = choose("none", cuda=False).__class__(kind="bwrap")
-    a = Path("/tmp/cb-top-x/p/a")
-    binds = box.binds(a)
-    assert "/tmp/cb-top-x" in binds and box.binds(Path("/tmp/cb-top-x/q")) == binds
-    assert box.shows(binds, Path("/tmp/cb-top-x/other/project")) and box.shows(binds, Path("/work/project"))
-    assert not box.shows(binds, Path("/tmp/cb-top-y/project"))  # another top folder: not bound, not shown
-    assert not box.shows(binds, Path("/tmp/cb-top-xy"))  # a prefix of a name is not the folder
-    assert choose("none", cuda=False).binds(a) == ()
+_LEAVES = """
+import os
+def vectorized(x):
+    open(os.path.join(os.environ["TMPDIR"], "left-by-a.txt"), "w").write("a's secret")
+    open("/dev/shm/left-by-a", "w").write("a")
+    return x.sum(dim=-1)
+"""
+_LOOKS = """
+import glob, os
+def vectorized(x):
+    seen = glob.glob("/tmp/claimbench-*/left-by-a.txt") + glob.glob("/dev/shm/left-by-a")
+    seen += [p for p in (os.path.join(os.getcwd(), "..", "a", "kernels", "rowsum_kernel.py"),) if os.path.exists(p)]
+    raise RuntimeError(f"b's kernel sees {sorted(seen)} of a")
+"""
 
 
 @pytest.mark.skipif(not __import__("claimbench.orchestrator.sandbox", fromlist=["x"]).bwrap_works()[0],
                     reason="bubblewrap cannot run here")
-def test_run_one_serves_two_projects_from_one_bwrap_server_and_refuses_one_it_cannot_see(tmp_path):
-    b, before = _a_then_b(tmp_path, "bwrap")
-    out = run_one(_writes_record(b), b, detect(b), opts=_opts(b, "bwrap"))  # still read-only to b's own sides
-    assert out.status == Status.ERROR and "Read-only file system" in out.reason, out.reason
-    assert not (b / "results/records/forged").exists()
-    hidden = Path("/tmp") / f"cb-hidden-{os.getpid()}"
-    try:
-        (hidden / "p").mkdir(parents=True)
-        server = next(iter(before.values()))
-        with open(tmp_path / "side.log", "wb") as log, pytest.raises(Exception, match="cannot see"):
-            server.spawn("task", {}, log_fd=log.fileno(), max_memory_bytes=None, root=hidden / "p")
-    finally:
-        shutil.rmtree(hidden, ignore_errors=True)
+def test_a_bwrap_server_is_its_projects_alone(tmp_path):
+    """A bwrap server binds its project when it starts, and its private /tmp and /dev/shm outlive each
+    claim: shared by two projects under one /tmp folder (tried, 2026-12-06), b's kernel read a's
+    sources and the files a's kernel left in the sandbox (an adversarial review). Each project gets
+    its own server, so b's kernel sees nothing of a."""
+    a, b = _project(tmp_path / "a"), _project(tmp_path / "b")
+    (a / "kernels/rowsum_kernel.py").write_text(_LEAVES)
+    (b / "kernels/rowsum_kernel.py").write_text(_LOOKS)
+    out = run_one(a / "claims/valid/rowsum-cpu.yaml", a, detect(a), opts=_opts(a, "bwrap"))
+    assert out.status == Status.SKIPPED and out.checked, out.reason
+    assert '"sandbox": "bwrap"' in Path(out.record_path).read_text(), out.record_path
+    out = run_one(b / "claims/valid/rowsum-cpu.yaml", b, detect(b), opts=_opts(b, "bwrap"))
+    assert "b's kernel sees [] of a" in out.reason, out.reason

@@ -34,7 +34,6 @@ class ForkServer:
         self.log = open(log_path, "ab")
         argv = sandbox.wrap([sys.executable, "-m", "claimbench.side.server", str(theirs.fileno())], root)
         self.sandbox, self.root = sandbox, root
-        self.binds = sandbox.binds(root)  # under bwrap, the projects it can serve are the ones these show
         # per project served and per role, made at its first side: a landlock side may write only its own
         self.scratches: dict[tuple[str, str], str] = {}
         # inside bwrap the sides share one private /tmp, so each also confines itself with Landlock (where
@@ -96,10 +95,10 @@ class ForkServer:
               timeout_s: float = 60.0, root: Optional[Path] = None) -> "SideProcess":
         """Fork a ``role`` side of a claim of ``root`` (default: the server's own) with its own channel and
         ``log_fd``, and wait for its `Ready`; a refusal by the server is a ProtocolError. Under bwrap the
-        server sees the file system as it was bound when it started, so it serves only projects it shows."""
+        server sees only the project it started in, so it serves no other."""
         root = Path(root if root is not None else self.root)
-        if not self.sandbox.shows(self.binds, root):
-            raise ProtocolError(f"a bwrap fork server started for {self.root} cannot see {root}")
+        if self.sandbox.kind == "bwrap" and root.resolve() != Path(self.root).resolve():
+            raise ProtocolError(f"a bwrap fork server of {self.root} cannot serve {root}")
         self.wait_ready()
         ours, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         scratch = self.scratch_for(root, role)

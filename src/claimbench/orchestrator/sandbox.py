@@ -53,30 +53,12 @@ class Sandbox:
         else:
             opts += ["--dev", "/dev"]
         opts += ["--tmpfs", "/tmp"]
-        for keep in self.binds(root):
-            opts += ["--ro-bind", keep, keep]  # a project (or venv) in /tmp stays visible, read-only
+        for keep in _under_tmp([root, Path(sys.prefix), Path(__file__).resolve().parents[2]]):
+            opts += ["--ro-bind", str(keep), str(keep)]  # a project (or venv) in /tmp stays visible, read-only
         opts += ["--setenv", "TMPDIR", "/tmp", "--setenv", "HOME", "/tmp",
                  "--setenv", "TRITON_CACHE_DIR", "/tmp/triton", "--setenv", "TORCHINDUCTOR_CACHE_DIR", "/tmp/inductor",
                  "--chdir", str(root)]
         return opts + ["--"] + argv
-
-    def binds(self, root: Path) -> tuple[str, ...]:
-        """The folders under /tmp a bwrap sandbox for ``root`` shows, read-only, over its private /tmp:
-        the venv's and claimbench's own when they are there, and a project there by the top folder of
-        /tmp that holds it (`/tmp/pytest-of-root` for a test's project), so that one sandboxed fork
-        server serves every project under that folder: each started for one project cost a torch import,
-        about 1.7 CPU-s, and the test command started 65 (issue 26). What it shows besides the project is
-        read-only, as the rest of the file system is; what stays hidden is /tmp outside that folder."""
-        if self.kind != "bwrap":
-            return ()
-        root = Path(root).resolve()
-        top = [Path("/tmp", root.relative_to("/tmp").parts[0])] if root.is_relative_to("/tmp") and root != Path("/tmp") else []
-        return tuple(str(p) for p in _under_tmp([*top, root, Path(sys.prefix), Path(__file__).resolve().parents[2]]))
-
-    def shows(self, binds: tuple[str, ...], root: Path) -> bool:
-        """Whether a sandbox with ``binds`` sees the project ``root``: anywhere outside /tmp, or under one of them."""
-        root = Path(root).resolve()
-        return self.kind != "bwrap" or not root.is_relative_to("/tmp") or any(root.is_relative_to(b) for b in binds)
 
 
 def _under_tmp(paths: list[Path]) -> list[Path]:

@@ -47,8 +47,8 @@ def server_env(threads: int | None, side_env: dict | None = None) -> dict:
 
 # The fork servers every pooled `Servers` of this process shares (the API's `run_one` without a run,
 # called for claims of several projects): a server runs no claim code and is tied to no project
-# (each side is told its project, its working folder and its Landlock rules; under bwrap, the server
-# serves the projects its binds show), so one torch import serves them all. Its own log stays in the results folder of the run that started it.
+# outside bwrap (each side is told its project, its working folder and its Landlock rules), so one
+# torch import serves them all. Its own log stays in the results folder of the run that started it.
 # Closed when the process exits.
 _POOL: dict[tuple, ForkServer] = {}
 
@@ -62,7 +62,7 @@ def close_pool() -> None:
 
 class Servers:
     """One `run`'s fork servers, keyed by sandbox and import-time environment, and its backups; as a
-    context manager it closes all of them at the end. ``pooled``: take the servers from
+    context manager it closes all of them at the end. ``pooled``: outside bwrap, take the servers from
     this process's pool and leave them running at the end."""
 
     def __init__(self, root: Path, opts, *, pooled: bool = False) -> None:
@@ -101,18 +101,17 @@ class Servers:
     def get(self, sandbox: Sandbox, side_env: dict | None = None) -> ForkServer:
         """The server for this sandbox and the sides' import-time environment, started if needed."""
         wanted = import_env(side_env or {})
-        running = _POOL if self.pooled else self.running
-        # bwrap binds what the server shows when it starts (`Sandbox.binds`): a server started for a
-        # project serves the others those binds show too
+        pooled = self.pooled and sandbox.kind != "bwrap"  # bwrap binds its project when the server starts
+        running = _POOL if pooled else self.running
         key: tuple = (sandbox.kind, sandbox.cuda, sandbox.network, tuple(sorted(wanted.items())),
-                      self.opts.threads if self.pooled else None, sandbox.binds(self.root))
+                      self.opts.threads if pooled else None)
         server = running.get(key)
         if server is not None and not server.alive():
             server.close()
             server = None
         if server is None:
             server = ForkServer(self.root, server_env(self.opts.threads, side_env), sandbox=sandbox, log_path=self.log_dir / "fork-server.log")
-            if self.pooled and not _POOL:
+            if pooled and not _POOL:
                 import atexit
                 atexit.register(close_pool)
             running[key] = server
