@@ -21,6 +21,7 @@ from claimbench.machine.hardware import Hardware, matches
 from claimbench.options import RunOptions
 from claimbench.orchestrator import filecensus
 from claimbench.orchestrator.assemble import RunContext, assemble_record
+from claimbench.orchestrator.cachecheck import shared_cache_blocker
 from claimbench.orchestrator.job import ClaimRun, Job
 from claimbench.orchestrator.lock import one_claim_at_a_time
 from claimbench.orchestrator.orchestrate import orchestrate
@@ -223,7 +224,8 @@ def _measure(claim: Claim, claim_path: Path, root: Path, *, hw: Hardware, opts: 
                       ) if touched else ""
     ctx = RunContext(claim=record_claim, claim_path=Path(claim_path), root=root, hw=hw, matched=ok, why=why,
                      dtype=dtype, device=device, ceilings=ceilings, touched=touched_reason,
-                     sandbox=sandbox.kind if sandbox.kind != "none" else f"none: {sandbox.why}", point=point)
+                     sandbox=sandbox.kind if sandbox.kind != "none" else f"none: {sandbox.why}", point=point,
+                     shared_caches=shared_cache_blocker(ranked.kind, root, claim) if ok else "")
     rec = assemble_record(ctx, runs)
     try:
         path = write_record(opts.results, rec)

@@ -54,6 +54,7 @@ class RunContext:
     ceilings: Optional[dict] = None  # `Ceilings.to_dict()`, or None when none were measured
     sandbox: str = ""               # "bwrap", or "none: <why>"
     touched: str = ""               # why the run is an error for files the claim's processes changed; "" if none
+    shared_caches: str = ""         # why its sides could edit each other's compiled code (`cachecheck`); "" if not
     point: Optional[SweepPoint] = None  # the sweep point run (its axis at another value); None: the claim's params
 
 
@@ -80,7 +81,8 @@ def assemble_record(ctx: RunContext, runs: Sequence[ClaimRun]) -> Record:
         metric=claim.claimed.metric, claimed_value=claim.claimed.value, tolerance=claim.claimed.tolerance,
         flops=flops, bytes=nbytes, outcome=outcome, outcome_reason=outcome_reason, rejections=tuple(rejections),
         correctness_passed=corr.passed, correctness_reason=corr.reason,
-        hardware_match=ok, hardware_reason=ctx.why, blockers=_blockers(hw, ok, ctx.device, timing=timing, bracket=last.bracket) + (_unchecked(runs) if ok else ()),
+        hardware_match=ok, hardware_reason=ctx.why, blockers=_blockers(hw, ok, ctx.device, timing=timing, bracket=last.bracket) + (_unchecked(runs) if ok else ())
+        + ((ctx.shared_caches,) if ok and ctx.shared_caches else ()),
         kernel=Samples(k.samples_us, k.rounds, k.processes) if k.samples_us else None,
         baseline=Samples(b.samples_us, b.rounds, b.processes) if b.samples_us else None,
         floor_us=floor, floor_term=term, throttled_majority=throttled, tensor_bytes=last.tensor_bytes,
