@@ -225,7 +225,7 @@ def _measure(claim: Claim, claim_path: Path, root: Path, *, hw: Hardware, opts: 
     ctx = RunContext(claim=record_claim, claim_path=Path(claim_path), root=root, hw=hw, matched=ok, why=why,
                      dtype=dtype, device=device, ceilings=ceilings, touched=touched_reason,
                      sandbox=sandbox.kind if sandbox.kind != "none" else f"none: {sandbox.why}", point=point,
-                     shared_caches=shared_cache_blocker(ranked.kind, root, claim) if ok else "")
+                     shared_caches=shared_cache_blocker(ranked.kind, root, claim, device=device) if ok else "")
     rec = assemble_record(ctx, runs)
     try:
         path = write_record(opts.results, rec)

@@ -34,11 +34,26 @@ def test_a_baseline_file_naming_a_compiler_is_found_and_torch_alone_is_not(tmp_p
     named = gate_file(write_claim(root, "named", "honest", template=NAMED), root).claim
     plain = gate_file(write_claim(root, "plain", "honest"), root).claim
     assert named is not None and plain is not None
-    assert cachecheck.compiling_rival(root, named) == "kernels/softmax_named_compile.py: torch.compile"
-    assert cachecheck.compiling_rival(root, plain) is None
-    assert cachecheck.shared_cache_blocker("landlock", root, named) == ""
-    assert "shared their compiler caches" in cachecheck.shared_cache_blocker("none", root, named)
-    assert cachecheck.shared_cache_blocker("none", root, plain) == ""
+    assert cachecheck.compiling_rival(root, named, device="cpu") == "kernels/softmax_named_compile.py: torch.compile"
+    assert cachecheck.compiling_rival(root, plain, device="cpu") is None
+    assert cachecheck.shared_cache_blocker("landlock", root, named, device="cpu") == ""
+    assert "shared their compiler caches" in cachecheck.shared_cache_blocker("none", root, named, device="cpu")
+    assert cachecheck.shared_cache_blocker("none", root, plain, device="cpu") == ""
+
+
+def test_triton_counts_on_a_gpu_only(tmp_path):
+    """Every side of a CPU run interprets Triton (`backends.child_env`): nothing is compiled to disk, so
+    a CPU claim whose baseline module imports Triton for its GPU path (the shipped GQA decode) is not
+    blocked for it; on a GPU its JIT cache is shared like Inductor's."""
+    root = make_project(tmp_path / "p")
+    base = root / "kernels" / "softmax_triton_named.py"
+    base.write_text("import torch\nimport triton  # noqa: F401  (a GPU path)\n\n\n"
+                    "def torch_softmax(x):\n    return torch.softmax(x, dim=-1)\n")
+    claim = gate_file(write_claim(root, "tri", "honest", template=SOFTMAX.replace(
+        "impl: kernels/softmax_cpu.py:torch_softmax", "impl: kernels/softmax_triton_named.py:torch_softmax")), root).claim
+    assert claim is not None
+    assert cachecheck.compiling_rival(root, claim, device="cpu") is None
+    assert cachecheck.compiling_rival(root, claim, device="cuda") == "kernels/softmax_triton_named.py: triton"
 
 
 @pytest.mark.parametrize("sandbox", ["none", "landlock"])

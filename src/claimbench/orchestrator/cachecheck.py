@@ -22,8 +22,10 @@ from claimbench.machine import landlock
 from claimbench.spec.bounded import UnreadableFile, read_text
 from claimbench.spec.claim import Claim
 
-# What compiles into an on-disk cache a side then loads (Triton includes its JIT's kernel cache)
+# What compiles into an on-disk cache a side then loads (Triton: its JIT's kernel cache, on a GPU only:
+# every side of a claim run on a CPU interprets Triton, `backends.child_env`, and compiles nothing)
 MARKERS = ("torch.compile", "flex_attention", "triton", "_inductor", "load_inline", "cpp_extension")
+GPU_ONLY = frozenset({"triton"})
 
 
 def roles_isolated(kind: str) -> bool:
@@ -33,9 +35,10 @@ def roles_isolated(kind: str) -> bool:
     return kind == "bwrap" and landlock.abi() >= 1
 
 
-def compiling_rival(root: Path, claim: Claim) -> Optional[str]:
+def compiling_rival(root: Path, claim: Claim, *, device: str) -> Optional[str]:
     """"<file>: <marker>" for the first project file the baseline's or the task's side imports that
-    names a way to compile, or None."""
+    names a way to compile on ``device``, or None."""
+    markers = [m for m in MARKERS if device != "cpu" or m not in GPU_ONLY]
     refs = [claim.baseline.impl, claim.baseline.prepare, claim.workload.inputs]
     if claim.correctness.reference != "baseline-float64":
         refs.append(claim.correctness.reference)
@@ -45,18 +48,19 @@ def compiling_rival(root: Path, claim: Claim) -> Optional[str]:
             text = read_text(path, what="source")
         except UnreadableFile:
             return f"{path.name}: unreadable"  # unread is never harmless
-        found = next((m for m in MARKERS if m in text), None)
+        found = next((m for m in markers if m in text), None)
         if found:
             rel = path.relative_to(Path(root).resolve()) if path.is_relative_to(Path(root).resolve()) else path
             return f"{rel}: {found}"
     return None
 
 
-def shared_cache_blocker(kind: str, root: Path, claim: Claim) -> str:
-    """Why a run in sandbox ``kind`` cannot verify this claim for shared compiler caches; "" when it can."""
+def shared_cache_blocker(kind: str, root: Path, claim: Claim, *, device: str) -> str:
+    """Why a run on ``device`` in sandbox ``kind`` cannot verify this claim for shared compiler caches;
+    "" when it can."""
     if roles_isolated(kind):
         return ""
-    hit = compiling_rival(root, claim)
+    hit = compiling_rival(root, claim, device=device)
     if hit is None:
         return ""
     return (f"the claim's sides shared their compiler caches (sandbox {kind}, no Landlock to give each side its "
