@@ -29,7 +29,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 TICK = os.sysconf("SC_CLK_TCK")
-DEFAULT_ARGS = ["-q", "-n", str((os.cpu_count() or 1) + 2), "--dist", "worksteal", "tests", "--claims", "claims", "--claims-timing", "off", "--claims-results", "results/.cache/test-records",
+DEFAULT_ARGS = ["-q", "-n", str((os.cpu_count() or 1) + 1), "--dist", "worksteal", "tests", "--claims", "claims", "--claims-timing", "off", "--claims-results", "results/.cache/test-records",
                 "-p", "no:cacheprovider"]
 
 PLUGIN = '''

@@ -5,12 +5,12 @@
 # Extra arguments go to pytest.
 # mypy (about 20 s of one core) runs beside the tests. Either failing fails the command; mypy's
 # output is printed after the tests'. `--dist worksteal`: an idle worker takes queued tests from the busy one,
-# so the run does not end on one worker finishing the long end-to-end tests alone. Two workers more
+# so the run does not end on one worker finishing the long end-to-end tests alone. One worker more
 # than the cores: a test's processes take turns (the orchestrator waits on each side), and the
 # timeout tests wait by design, so N workers left cores idle. On this project's 2-core VM, one run
-# each: pytest 565 s with 2 workers, 485 s with 3 (an older suite); 279-287 s with 3 (three runs)
-# and 268 s with 4, the machine 98% busy (2026-12-06), every test passing (the tests hold a busy
-# machine to `inconclusive`, never to a wrong verdict).
+# each: pytest 565 s with 2 workers, 485 s with 3, every test passing (the tests hold a busy machine
+# to `inconclusive`, never to a wrong verdict). Four (2026-12-06): 268, 291, 307 and 322 s in four runs
+# against 279-287 s with three, and more load on each test: not kept.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Bytecode is written (into __pycache__ folders git ignores): with PYTHONDONTWRITEBYTECODE set, as on
@@ -27,7 +27,7 @@ trap 'rm -f "$types_log"' EXIT
 .venv/bin/mypy >"$types_log" 2>&1 &
 types_pid=$!
 set +e
-.venv/bin/python -m pytest -q -n "$(( $(nproc) + 2 ))" --dist worksteal tests --claims claims --claims-timing off \
+.venv/bin/python -m pytest -q -n "$(( $(nproc) + 1 ))" --dist worksteal tests --claims claims --claims-timing off \
   --claims-results results/.cache/test-records "$@"
 tests=$?
 wait "$types_pid"

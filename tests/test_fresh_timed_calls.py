@@ -112,7 +112,7 @@ def test_stale_or_distinguishable_timed_calls_never_verify(cheat_root, cheat_ser
     assert out.reason.startswith("policy") == (rules == "rules-on" and name in RULES_OFF_ONLY), out.reason
     if name == "throttle_rival" and rules == "rules-off":
         assert "cgroup" in out.reason, out.reason
-    if out.value is not None and not out.reason.startswith("machine busy"):
+    if out.value is not None and _quiet(out):
         assert out.value < 1.5 * 0.95, out.reason  # what the run measured is the honest work's number
 
 
@@ -149,6 +149,14 @@ def _run_prepared(root, servers, name: str):
 def _run_short(root, servers, path):
     opts = RunOptions(results=root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
     return run_one(path, root, detect(root), opts=opts, servers=servers)
+
+
+def _quiet(out) -> bool:
+    """Whether the run's number says anything: on a busy machine the product itself says it does not
+    (`machine busy`, inconclusive), and under the test command's load an honest 1x read 3.58x [2.13,
+    5.97] with 83% of the cores busy elsewhere (a fresh clone's CI, 2026-12-06; 1.02x, 0.93x and 0.88x
+    alone). So a number is held to a bound only on a quiet run; the status and the checks always are."""
+    return not (out.reason or "").startswith("machine busy")
 
 
 def _timed_checks(out) -> dict:
@@ -192,7 +200,7 @@ def test_a_float_input_the_work_never_reads_does_not_keep_the_integer_inputs_sti
     out = _run_short(cheat_root, cheat_servers,
                      write_claim(cheat_root, "int-replay-dummy", "int_replay_dummy", template=template, value="1.2"))
     assert out.status != S.VERIFIED, out.reason
-    assert out.value is None or out.value < 1.1, (out.status, out.reason)
+    assert out.value is None or out.value < 1.1 or not _quiet(out), (out.status, out.reason)
 
 
 def test_an_integer_input_of_one_value_keeps_the_run_from_verified(cheat_root, cheat_servers, monkeypatch):
@@ -216,7 +224,7 @@ def test_a_kernel_whose_prepare_fixes_the_weight_cannot_update_its_answer_for_th
     out = _run_short(cheat_root, cheat_servers,
                      write_claim(cheat_root, "prepare-weight-delta", "prepare_weight_delta", template=template, value="1.2"))
     assert out.status != S.VERIFIED, out.reason
-    assert out.value is None or out.value < 1.1, (out.status, out.reason)
+    assert out.value is None or out.value < 1.1 or not _quiet(out), (out.status, out.reason)
     checks = _timed_checks(out)
     assert checks["flipped"] == checks["perturbed"] > 0 and checks["failed"] == 0, checks
 
@@ -247,7 +255,7 @@ def test_a_matmul_applying_the_changes_instead_of_multiplying_is_not_measured_fa
     out = _run_short(cheat_root, cheat_servers,
                      write_claim(cheat_root, f"delta-matmul-{inputs}", "delta_matmul", template=template, value="1.2"))
     assert out.status != S.VERIFIED, out.reason
-    assert out.value is None or out.value < 1.1, (out.status, out.reason)
+    assert out.value is None or out.value < 1.1 or not _quiet(out), (out.status, out.reason)
     checks = _timed_checks(out)  # every perturbed input was flipped, and each CPU sample started swept
     assert checks["flipped"] == checks["perturbed"] > 0 and checks["swept_bytes"] >= 1 << 20, (out.status, out.reason, checks)
 
@@ -266,8 +274,8 @@ def test_integer_operands_beside_a_floating_point_scale_change_too(cheat_root, c
                      write_claim(cheat_root, f"int-beside-float-{values}", "int_beside_float",
                                  template=SCALED_INT_MATMUL, value="1.5", unsigned=str(int(values == "unsigned"))))
     assert out.status != S.VERIFIED, out.reason
-    # the interval's low end: an honest 1x reads 1.66 [0.91, 2.53] with 72% of the cores busy elsewhere
-    assert out.ci_low is None or out.ci_low < 1.3, (out.status, out.reason)
+    # a number says something on a quiet run only (`_quiet`): under load an honest 1x read 3.58x [2.13, 5.97]
+    assert out.ci_low is None or out.ci_low < 1.3 or not _quiet(out), (out.status, out.reason)
     checks = _timed_checks(out)  # a kept product answers for integers that changed: rejected, or it redoes the work
     assert out.status == S.REJECTED or (checks["failed"] == 0 and checks["flipped"] == checks["perturbed"] > 0), \
         (out.status, out.reason, checks)
@@ -281,7 +289,7 @@ def test_a_sort_cannot_replay_its_answer_keyed_on_the_values_multiset(cheat_root
     out = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, "multiset-replay", "multiset_replay",
                                                             template=SORT, value="1.2"))
     assert out.status != S.VERIFIED, out.reason
-    assert out.status == S.REJECTED or out.ci_low is None or out.ci_low < 1.3, (out.status, out.reason)
+    assert out.status == S.REJECTED or out.ci_low is None or out.ci_low < 1.3 or not _quiet(out), (out.status, out.reason)
 
 
 def test_a_transposed_input_from_make_inputs_gets_the_same_changes_in_the_reference(cheat_root, cheat_servers):
@@ -320,7 +328,7 @@ def test_an_answer_blind_to_signs_still_sees_every_sample_change(cheat_root, che
     out = _run_short(cheat_root, cheat_servers, write_claim(cheat_root, f"blind-{case}", case, template=template,
                                                             value="1.2", **fields))
     assert out.status != S.VERIFIED, out.reason
-    assert out.ci_low is None or out.ci_low < 1.3, (out.status, out.reason)  # the interval: a loaded run is wide
+    assert out.ci_low is None or out.ci_low < 1.3 or not _quiet(out), (out.status, out.reason)
     checks = _timed_checks(out)
     assert checks.get("flipped", 0) > 0, (out.status, out.reason)
     assert "unperturbed" not in checks, checks  # the dense part moves these answers: no blocker for them
