@@ -18,7 +18,7 @@ from claimbench.machine.detect import detect
 from claimbench.options import RunOptions
 from claimbench.orchestrator import servers as pool
 from claimbench.orchestrator.processes import ForkServer
-from claimbench.orchestrator.sandbox import choose
+from claimbench.orchestrator.sandbox import bwrap_works, choose
 from claimbench.orchestrator.servers import server_env
 from claimbench.runner import run_one
 from claimbench.stats.status import Status
@@ -70,26 +70,18 @@ def _opts(p: Path, sandbox: str) -> RunOptions:
     return RunOptions(results=p / "results", threads=1, sandbox=sandbox, correctness_only=True)
 
 
-def _a_then_b(tmp_path: Path, sandbox: str) -> tuple[Path, dict]:
-    """Checks a claim in project a, then in project b: (b, the pool's ``sandbox`` servers), asserting
-    that b's run started no server (a's served it) and wrote its record into b."""
-    a, b = _project(tmp_path / "a"), _project(tmp_path / "b")
-    out = run_one(a / "claims/valid/rowsum-cpu.yaml", a, detect(a), opts=_opts(a, sandbox))
-    assert out.status == Status.SKIPPED and out.checked, out.reason
-    assert f'"sandbox": "{sandbox}"' in Path(out.record_path).read_text(), out.record_path
-    before = {k: v for k, v in pool._POOL.items() if k[0] == sandbox}
-    assert before and all(s.alive() for s in before.values())  # a's server came from the pool and still runs
-    out = run_one(b / "claims/valid/rowsum-cpu.yaml", b, detect(b), opts=_opts(b, sandbox))
-    assert out.status == Status.SKIPPED and out.checked, out.reason
-    assert {k: v for k, v in pool._POOL.items() if k[0] == sandbox} == before  # no server started for b
-    assert out.record_path is not None and Path(out.record_path).is_relative_to(b / "results")
-    return b, before
-
-
 @needs_landlock
 def test_run_one_serves_two_projects_from_one_server_and_confines_each_to_its_own(tmp_path):
-    b, before = _a_then_b(tmp_path, "landlock")
-    a = tmp_path / "a"
+    a, b = _project(tmp_path / "a"), _project(tmp_path / "b")
+    out = run_one(a / "claims/valid/rowsum-cpu.yaml", a, detect(a), opts=_opts(a, "landlock"))
+    assert out.status == Status.SKIPPED and out.checked, out.reason
+    assert '"sandbox": "landlock"' in Path(out.record_path).read_text(), out.record_path
+    before = {k: v for k, v in pool._POOL.items() if k[0] == "landlock"}
+    assert before and all(s.alive() for s in before.values())  # a's server came from the pool and still runs
+    out = run_one(b / "claims/valid/rowsum-cpu.yaml", b, detect(b), opts=_opts(b, "landlock"))
+    assert out.status == Status.SKIPPED and out.checked, out.reason
+    assert {k: v for k, v in pool._POOL.items() if k[0] == "landlock"} == before  # no server started for b
+    assert out.record_path is not None and Path(out.record_path).is_relative_to(b / "results")
     out = run_one(_writes_record(b), b, detect(b), opts=_opts(b, "landlock"))  # a write into b is refused in b's own side
     assert out.status == Status.ERROR and "Permission denied" in out.reason, out.reason
     assert "changed files" not in out.reason, out.reason
@@ -113,8 +105,7 @@ def vectorized(x):
 """
 
 
-@pytest.mark.skipif(not __import__("claimbench.orchestrator.sandbox", fromlist=["x"]).bwrap_works()[0],
-                    reason="bubblewrap cannot run here")
+@pytest.mark.skipif(not bwrap_works()[0], reason="bubblewrap cannot run here")
 def test_a_bwrap_server_is_its_projects_alone(tmp_path):
     """A bwrap server binds its project when it starts, and its private /tmp and /dev/shm outlive each
     claim: shared by two projects under one /tmp folder (tried, 2026-12-06), b's kernel read a's

@@ -42,7 +42,8 @@ def compiling_rival(root: Path, claim: Claim, *, device: str) -> Optional[str]:
     refs = [claim.baseline.impl, claim.baseline.prepare, claim.workload.inputs]
     if claim.correctness.reference != "baseline-float64":
         refs.append(claim.correctness.reference)
-    files = closure(root, {Path(root) / split_ref(ref)[0] for ref in refs if ref})
+    base = Path(root).resolve()
+    files = closure(base, {base / split_ref(ref)[0] for ref in refs if ref})
     for path in sorted(files):
         try:
             text = read_text(path, what="source")
@@ -50,8 +51,7 @@ def compiling_rival(root: Path, claim: Claim, *, device: str) -> Optional[str]:
             return f"{path.name}: unreadable"  # unread is never harmless
         found = next((m for m in markers if m in text), None)
         if found:
-            rel = path.relative_to(Path(root).resolve()) if path.is_relative_to(Path(root).resolve()) else path
-            return f"{rel}: {found}"
+            return f"{path.relative_to(base) if path.is_relative_to(base) else path}: {found}"
     return None
 
 

@@ -58,8 +58,9 @@ class CacheSweep:
 def _buffer(nbytes: int) -> np.ndarray:
     """The sweep's buffer, made once per size in this process: writing 64 MB of fresh pages cost 0.1 s
     of CPU per claim process (a tenth of a small claim's orchestrator time under cProfile, and
-    `tests/test_fresh_timed_calls.py` went from 121 to 109 CPU-s). Only read after it is made, so a kept one is the same as a new one; the last size
-    alone is kept (one orchestrator sweeps for one machine)."""
+    `tests/test_fresh_timed_calls.py` went from 121 to 109 CPU-s). Only read after it is made, so a
+    kept one is the same as a new one; the last size alone is kept (one orchestrator sweeps for one
+    machine)."""
     buf = _KEPT.get(nbytes)
     if buf is None:
         _KEPT.clear()
