@@ -29,13 +29,43 @@ def _has_cuda() -> bool:
         return False
 
 
+@pytest.hookimpl(trylast=True)  # after the claims plugin has added and deselected its items
 def pytest_collection_modifyitems(config, items):
+    _slow_files_first(items, workers=int(getattr(config, "workerinput", {}).get("workercount", 1)))
     if _has_cuda():
         return
     skip = pytest.mark.skip(reason="needs a CUDA GPU; none detected")
     for item in items:
         if "gpu" in item.keywords:
             item.add_marker(skip)
+
+
+def _slow_files_first(items: list, *, workers: int) -> None:
+    """Each file holding a `slow` test opens one pytest-xdist worker's first share, so that no long
+    test starts last while the other workers have run dry: the GPU check's rehearsal (about 30 s
+    alone) came last in collection order, and the run's last 40 s kept one of two cores idle.
+
+    Whole files move, so a module's fixtures are still set up once. pytest-xdist's `worksteal`
+    hands the first worker len // W items, the next len // (W - 1) of the rest, and so on; each
+    worker computes the same order, which xdist requires (it compares their collections)."""
+    from itertools import islice
+
+    by_file: dict = {}
+    for item in items:
+        by_file.setdefault(item.path, []).append(item)
+    slow = [f for f, group in by_file.items() if any(i.get_closest_marker("slow") for i in group)]
+    if not slow:
+        return
+    heads: list[list] = [[] for _ in range(max(1, workers))]
+    for n, f in enumerate(slow):
+        heads[n % len(heads)].extend(by_file[f])
+    rest = iter([i for i in items if i.path not in set(slow)])
+    left, order = len(items), []
+    for k, head in enumerate(heads):
+        share = left // (len(heads) - k)
+        order += head + list(islice(rest, max(0, share - len(head))))
+        left -= share
+    items[:] = order + list(rest)
 
 
 def honest_timing(outcome) -> bool:

@@ -35,6 +35,7 @@ def _dry_run(root: Path, out: Path, *, budget_s: float, stages: tuple[str, ...] 
     return p.returncode, summary, p.stdout + p.stderr
 
 
+@pytest.mark.slow
 def test_the_dry_run_executes_every_stage_and_passes(tmp_path):
     """A rehearsal's work does not grow with its budget (`cbrun.claim_budget` keeps a CPU claim's
     rounds at the least), so a generous budget costs nothing on a quiet machine (about 80 s here)

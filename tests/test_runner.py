@@ -272,6 +272,7 @@ def test_checked_claims_share_the_lock_only_where_no_census_sees_their_records(t
     assert not _census_blind_to(tmp_path / "elsewhere", root)
 
 
+@pytest.mark.slow
 def test_a_sweep_measures_each_point_after_the_claims_own_and_records_each(project, capsys):
     """Through the CLI: the claim's own point first, then the other one, each a whole record that
     audit's check finds consistent; the claim's row is its own point's, the point nests under it."""

@@ -136,6 +136,7 @@ def test_honest_kernel_gets_a_timing_verdict_and_a_record(project, hw, servers):
 
 
 
+@pytest.mark.slow
 def test_a_kernel_running_half_its_work_on_a_thread_of_its_own_gets_no_second_core(project, hw):
     """With `--threads 1` both sides are pinned to the same one CPU, so a kernel that starts a thread
     per call (gone before any census sees it) cannot take a core its rival never had. Unpinned, on

@@ -93,6 +93,7 @@ def test_a_failing_rank_gives_error_with_its_message(tmp_path):
     assert "===== launcher =====" in log and "rank 1 refuses" in log  # every rank's output is kept
 
 
+@pytest.mark.slow
 def test_a_hanging_rank_is_a_timeout_and_every_process_is_reaped(tmp_path):
     before = set(census.all_stats())
     res = _launch(_job(DIST, GLOO_CLAIM, tmp_path, impl="kernels/dist_sum_kernel.py:hangs_on_rank1", timeout_s=8.0))

@@ -13,6 +13,7 @@ import json
 import re
 import shutil
 
+import pytest
 import recordkit as rk
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
@@ -81,6 +82,7 @@ def _fresh(tmp_path_factory):
     return dst, {k: dst / p.relative_to(root) for k, p in recs.items()}
 
 
+@pytest.mark.slow
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture,
                                                                  HealthCheck.too_slow])
 @given(edits=st.lists(st.tuples(st.sampled_from(KEYS), st.sampled_from(FIELDS), VALUE), min_size=1, max_size=3),

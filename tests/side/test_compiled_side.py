@@ -13,6 +13,7 @@ from claimbench.runner import run_one
 from claimbench.stats.status import Status
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
                     reason="Inductor's CPU backend needs a C++ compiler")
 def test_a_compiled_kernel_is_checked_not_refused_for_its_compile_threads(tmp_path):
