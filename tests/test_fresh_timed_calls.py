@@ -19,6 +19,7 @@ from __future__ import annotations
 import contextlib
 import fcntl
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -398,3 +399,53 @@ def test_a_task_whose_answer_the_changes_never_move_cannot_verify(cheat_root, ch
     assert out.status != S.VERIFIED, out.reason
     why = _timed_checks(out).get("unperturbed", "")  # the blocker, whatever else the verdict's reason says first
     assert "left the reference's answer exactly as it was" in why, (out.status, out.reason, why)
+
+
+
+def _record(out) -> dict:
+    import json
+
+    assert out.record_path is not None, out.reason
+    return json.loads(out.record_path.read_text())
+
+
+_NEEDS_CXX = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c++") is None,
+                                reason="the fixture builds a C++ module with torch's extension loader")
+
+
+def _run_alone(root, path):
+    """As `claimbench run --threads 1` runs it: a fork server of its own, started with one thread (the
+    module's shared servers start with every core's, which MKL called from a fixture's own thread takes)."""
+    opts = RunOptions(results=root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
+    return run_one(path, root, detect(root), opts=opts)
+
+
+@_NEEDS_CXX
+def test_work_a_helper_thread_does_in_the_refresh_null_call_keeps_the_run_from_verified(cheat_root):
+    """`gil_half_mm` (an adversarial review, protocol 7): a thread started at import multiplies half of A's rows
+    while holding the GIL, in the null call the orchestrator makes after the inputs changed, so the timed call
+    does the other half: 1.64x verified for an honest 1.0x, static rules on (its C module is built by torch's own
+    extension loader). A kernel side that answers that null call late cannot verify now."""
+    out = _run_alone(cheat_root, write_claim(cheat_root, "gil-half-mm", "gil_half_mm", template=MATMUL, value="1.5"))
+    assert out.status in {S.REJECTED, S.INCONCLUSIVE}, (out.status, out.reason)
+    rec = _record(out)
+    refresh = rec["protocol"]["bracket"]["refresh"]
+    assert refresh["kernel"]["median_us"] > refresh["baseline"]["median_us"] + 2000, refresh  # the half product
+    assert any("answered the null call made after its inputs changed" in x for x in rec["blockers"]), rec["blockers"]
+
+
+@_NEEDS_CXX
+def test_timers_a_stopped_kernel_left_armed_keep_the_run_from_verified(cheat_root):
+    """`timer_storm` (an adversarial review, protocol 7): 16,000 timerfds armed in the kernel's last untimed
+    exchange of a round fire every 30 us on the core both sides are pinned to while the baseline is timed; on a
+    kernel without IRQ time accounting their handling is the baseline's time: 1.76x verified for an honest
+    1.0x, static rules on. The interrupts on the timed cores are counted around every timed call now."""
+    out = _run_alone(cheat_root, write_claim(cheat_root, "timer-storm", "timer_storm", template=MATMUL, value="1.5"))
+    assert out.status in {S.REFUTED, S.INCONCLUSIVE}, (out.status, out.reason)
+    rec = _record(out)
+    b = rec["protocol"]["bracket"]
+    rate = {side: b["irq"][side] / (b["irq_wall_us"][side] / 1e6) for side in ("kernel", "baseline")}
+    if rate["baseline"] > 3 * rate["kernel"] + 1000:  # the storm landed (this run's last process): it is a blocker
+        assert any("interrupts a second on the timed cores" in x for x in rec["blockers"]), (rec["blockers"], rate)
+    else:  # it never took (too few descriptors allowed, say): the honest product is what was measured
+        assert out.value is None or not _quiet(out) or out.value < 1.5 * 0.95, (out.reason, rate)

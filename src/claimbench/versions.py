@@ -30,9 +30,15 @@ RECORD_SCHEMAS_AS_STORED: Final = (2, 3, 4)
 # 7: a signed floating-point input's mantissas change too (signs.float_passes), and a side that
 # handles a signal its fork server does not is rejected (census.unlike). The minimum is 7: under 6
 # an answer blind to signs (|x|, x*x) kept the sparse changes only (2.06x and 20.7x verified), and
-# a SIGCONT handler did half of each call untimed when the side was thawed (1.89x verified).
-PROTOCOL_VERSION: Final = 7
-MIN_PROTOCOL_VERSION: Final = 7  # publish shows no number measured under an older protocol
+# a SIGCONT handler did half of each call untimed when the side was thawed (1.89x verified);
+# 8: on a CPU, a run whose kernel side answers the refresh null call (made after the inputs changed)
+# later than the baseline's by more than an allowance (orchestrator/untimed.py), or whose baseline's
+# timed calls took far more interrupts on the timed cores than the kernel's (orchestrator/interrupts.py),
+# cannot verify. The minimum is 8: under 7 a helper thread holding the GIL did half
+# of each product in the refresh null call (1.64x verified for an honest 1.0x), and 16,000 timers armed
+# before the kernel's side was stopped fired into the baseline's calls (1.76x verified).
+PROTOCOL_VERSION: Final = 8
+MIN_PROTOCOL_VERSION: Final = 8  # publish shows no number measured under an older protocol
 
 # results/index.jsonl, one Summary per record. 4: cheaper record checks (copy digest over a list);
 # 5: protocol.sandbox, for the `no sandbox` label; 6: floor_us, for the `no floor` label;

@@ -17,6 +17,7 @@ from typing import Any, Optional, Sequence
 from claimbench import __version__
 from claimbench.gate.srcgraph import claim_sources
 from claimbench.machine.hardware import Hardware, blockers
+from claimbench.orchestrator import interrupts, untimed
 from claimbench.orchestrator.job import BracketSummary, ClaimRun, Correctness
 from claimbench.orchestrator.protocol import PairTiming
 from claimbench.orchestrator.timed import RESOLUTION
@@ -82,6 +83,7 @@ def assemble_record(ctx: RunContext, runs: Sequence[ClaimRun]) -> Record:
         flops=flops, bytes=nbytes, outcome=outcome, outcome_reason=outcome_reason, rejections=tuple(rejections),
         correctness_passed=corr.passed, correctness_reason=corr.reason,
         hardware_match=ok, hardware_reason=ctx.why, blockers=_blockers(hw, ok, ctx.device, timing=timing, bracket=last.bracket) + (_unchecked(runs) if ok else ())
+        + (_interference(runs) if ok and ctx.device == "cpu" else ())
         + ((ctx.shared_caches,) if ok and ctx.shared_caches else ()),
         kernel=Samples(k.samples_us, k.rounds, k.processes) if k.samples_us else None,
         baseline=Samples(b.samples_us, b.rounds, b.processes) if b.samples_us else None,
@@ -184,6 +186,27 @@ def _blockers(hw: Hardware, ok: bool, device: str, *, timing: Optional[PairTimin
     if ok and timing is not None and timing.mode == "cpu" and n > 1:
         out.append(_blocked(n, timing, seen))
     return tuple(out)
+
+
+def _interference(runs: Sequence[ClaimRun]) -> tuple[str, ...]:
+    """Why a CPU run's number may owe something to what happened outside its timed calls, over every
+    process of the run: interrupts that hit the baseline's calls and not the kernel's
+    (`orchestrator/interrupts.py`), work in the kernel's refresh null calls (`orchestrator/untimed.py`);
+    nothing for a run that timed nothing."""
+    timed = [r.bracket for r in runs if r.timing is not None and r.bracket is not None]
+    if not timed:
+        return ()
+    if any(not b.irq_wall_us for b in timed):  # timed, yet nothing counted: unchecked is never fine
+        return (interrupts.blocker({"kernel": None, "baseline": None}, {}),)
+    counts: dict[str, Optional[int]] = {}
+    wall: dict[str, float] = {}
+    for side in SIDES:
+        got = [b.irq.get(side) for b in timed]
+        counts[side] = None if any(c is None for c in got) else sum(c or 0 for c in got)
+        wall[side] = sum(b.irq_wall_us.get(side, 0.0) for b in timed)
+    why = [interrupts.blocker(counts, wall),
+           untimed.blocker([untimed.excess(b.refresh, b.kernel.median_bracket_us if b.kernel else None) for b in timed])]
+    return tuple(x for x in why if x)
 
 
 def _unchecked(runs: Sequence[ClaimRun]) -> tuple[str, ...]:

@@ -127,6 +127,12 @@ class BracketSummary:
     # CUDA sides whose calls waited for the GPU inside (a host read, a nonzero): timed, never rejected
     # for it, and labelled here, since their number includes that wait (issue 23)
     synced: tuple[str, ...] = ()
+    # CPU (protocol 8): the counted interrupts on the timed cores during each side's timed calls (None: a
+    # count failed) and the microseconds they were counted over (`orchestrator/interrupts.py`); and the
+    # refresh null calls, made after the inputs changed, per side: median_us, iqr_us, n (`orchestrator/untimed.py`)
+    irq: dict[str, Optional[int]] = field(default_factory=dict)
+    irq_wall_us: dict[str, float] = field(default_factory=dict)
+    refresh: dict[str, dict[str, float]] = field(default_factory=dict)
 
     def side(self, role: str) -> Optional[SideBracket]:
         """``role``'s brackets; None when it was never timed."""

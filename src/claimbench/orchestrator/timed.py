@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
-from claimbench.orchestrator import census
+from claimbench.orchestrator import census, interrupts, untimed
 from claimbench.orchestrator import messages as m
 from claimbench.orchestrator.coordinate import Solo
 from claimbench.orchestrator.job import BracketSummary, SideBracket
@@ -57,6 +57,12 @@ class Bracket:
     event_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
     violations: list = field(default_factory=list)
     synced: set = field(default_factory=set)  # CUDA sides whose calls waited for the GPU inside (issue 23)
+    # CPU: the counted interrupts on the timed cores during each side's timed exchanges and refresh nulls
+    # (None once a count failed) and the time they were counted over (`interrupts`); every refresh null
+    # call's bracket (`untimed`)
+    irq: dict = field(default_factory=lambda: {"kernel": 0, "baseline": 0})
+    irq_wall_us: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})
+    refresh_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
 
     def summary(self) -> BracketSummary:
         """The record's `bracket`: null calls, CPU use, per side the median bracket, side figure and event gap,
@@ -74,7 +80,9 @@ class Bracket:
             kernel=sides["kernel"], baseline=sides["baseline"],
             null_subtracted_us=min(self.null_us.values()) if both else None,
             null_gap_us=self.null_us.get("kernel", 0.0) - self.null_us.get("baseline", 0.0) if both else None,
-            violations=tuple(self.violations[:10]), synced=tuple(sorted(self.synced)))
+            violations=tuple(self.violations[:10]), synced=tuple(sorted(self.synced)),
+            irq=dict(self.irq) if self.irq_wall_us["kernel"] else {}, irq_wall_us=dict(self.irq_wall_us) if self.irq_wall_us["kernel"] else {},
+            refresh=untimed.refresh_figures(self.refresh_us))
 
 
 class RemoteTimer:
@@ -140,11 +148,13 @@ class RemoteTimer:
             self._summarize_nulls(side)
         return self.bracket.null_us[side]
 
-    def _refresh_null(self, side: str) -> None:
-        """One more null call next to each CPU sample: the subtraction follows the machine's state
+    def _refresh_null(self, side: str) -> float:
+        """One more null call next to each CPU sample, its bracket returned: the subtraction follows the machine's state
         (its load, the side's own threads winding down) instead of a snapshot from the warm-up."""
-        self.nulls[side].append(self._exchange(side, m.Call(null=True, timed="cpu"))[1])
+        us = self._exchange(side, m.Call(null=True, timed="cpu"))[1]
+        self.nulls[side].append(us)
         self._summarize_nulls(side)
+        return us
 
     def _calibration(self, side: str) -> float:
         """What a CPU sample has subtracted: the smaller of the two sides' null medians.
@@ -194,11 +204,20 @@ class RemoteTimer:
         n = self.calls_per_block.get(side, 1)
         edits = self.hooks.take_edits(side) if self.hooks is not None and self.device != "cpu" else []
         timed: Literal["cpu", "cuda"] = "cpu" if self.device == "cpu" else "cuda"
-        if self.device == "cpu" and record and side in self.nulls:
-            self._refresh_null(side)  # before the sample: after it, its output must stay for the reads
+        # CPU: each refresh null call is kept (`Bracket.refresh_us`): it is made after the inputs changed, and a
+        # kernel side that works there, untimed, answers it late (`orchestrator/untimed.py`)
+        cpu = self.device == "cpu" and record
+        irq0 = interrupts.count(self.s.pinned_cpus) if cpu else None  # over the refresh null too
+        refresh = self._refresh_null(side) if cpu and side in self.nulls else 0.0  # before: after, its output stays for the reads
+        if refresh:
+            self.bracket.refresh_us[side].append(refresh)
         self.coord.barrier()  # every rank's sample starts together: a collective waits for its slowest rank
-        reply, bracket_us = self._exchange(side, m.Call(n=n, timed=timed, edits=edits))
         b = self.bracket
+        reply, bracket_us = self._exchange(side, m.Call(n=n, timed=timed, edits=edits))
+        if cpu:
+            irq1, had = interrupts.count(self.s.pinned_cpus), b.irq[side]
+            b.irq[side] = None if had is None or irq0 is None or irq1 is None else had + irq1 - irq0
+            b.irq_wall_us[side] += bracket_us + refresh
         if self.device == "cpu":
             net = bracket_us - self._calibration(side)
             if net <= 0.0 and record:
