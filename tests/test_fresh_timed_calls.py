@@ -449,3 +449,18 @@ def test_timers_a_stopped_kernel_left_armed_keep_the_run_from_verified(cheat_roo
         assert any("interrupts a second on the timed cores" in x for x in rec["blockers"]), (rec["blockers"], rate)
     else:  # it never took (too few descriptors allowed, say): the honest product is what was measured
         assert out.value is None or not _quiet(out) or out.value < 1.5 * 0.95, (out.reason, rate)
+
+
+@_NEEDS_CXX
+def test_no_code_of_the_kernels_side_runs_between_the_change_and_the_timed_call(cheat_root):
+    """`refill_full_mm` (an adversarial review, protocol 8's first version): `prepare` passes A and B through,
+    and a profile hook set from C at import ran when the side wrote each sample's changes into them (the
+    Refill), computing the whole product there, untimed: 13.3x verified for an honest 1.0x, static rules on.
+    On a CPU the orchestrator now writes the changed inputs into those operands itself, with the side stopped."""
+    template = MATMUL.replace(':kernel"}}', ':kernel", prepare: "kernels/cheat/refill_full_mm.py:prepare"}}')
+    out = _run_alone(cheat_root, write_claim(cheat_root, "refill-full-mm", "refill_full_mm", template=template,
+                                             value="1.5"))
+    assert out.status in {S.REFUTED, S.INCONCLUSIVE}, (out.status, out.reason)
+    assert _timed_checks(out)["checked"] > 0, out.reason  # its answers, from operands we wrote, were right
+    if out.value is not None and _quiet(out):
+        assert out.value < 1.5 * 0.95, out.reason

@@ -49,6 +49,22 @@ def read_remote(pid: int, addr: int, nbytes: int) -> np.ndarray:
     return out
 
 
+def write_remote(pid: int, addr: int, data: np.ndarray) -> None:
+    """Write ``data`` (bytes) at address ``addr`` of process ``pid``, which must be stopped: how a kernel's
+    passed-through operands get each sample's changes without the kernel's side running after them."""
+    raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
+    done, nbytes = 0, raw.size
+    while done < nbytes:
+        chunk = min(nbytes - done, 1 << 30)
+        local = _IoVec(raw.ctypes.data + done, chunk)
+        remote = _IoVec(addr + done, chunk)
+        got = _libc.process_vm_writev(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        if got <= 0:
+            err = ctypes.get_errno()
+            raise ReadError(f"process_vm_writev of process {pid} failed: {os.strerror(err) if err else 'nothing written'}")
+        done += got
+
+
 def read_buffer(pid: int, buf: m.Buffer) -> np.ndarray:
     """The numbers of a tensor a side reported, decoded by the orchestrator from bytes it read."""
     if buf.device != "cpu" and not buf.staged:
