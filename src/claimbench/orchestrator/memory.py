@@ -36,16 +36,7 @@ def read_remote(pid: int, addr: int, nbytes: int) -> np.ndarray:
     if nbytes < 0 or nbytes > MAX_READ_BYTES:
         raise ReadError(f"refusing to read {nbytes} bytes")
     out = np.empty(nbytes, dtype=np.uint8)
-    done = 0
-    while done < nbytes:
-        chunk = min(nbytes - done, 1 << 30)
-        local = _IoVec(out.ctypes.data + done, chunk)
-        remote = _IoVec(addr + done, chunk)
-        got = _libc.process_vm_readv(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
-        if got <= 0:
-            err = ctypes.get_errno()
-            raise ReadError(f"process_vm_readv of process {pid} failed: {os.strerror(err) if err else 'nothing read'}")
-        done += got
+    _transfer(_libc.process_vm_readv, pid, addr, out, name="process_vm_readv", none="nothing read")
     return out
 
 
@@ -53,15 +44,21 @@ def write_remote(pid: int, addr: int, data: np.ndarray) -> None:
     """Write ``data`` (bytes) at address ``addr`` of process ``pid``, which must be stopped: how a kernel's
     passed-through operands get each sample's changes without the kernel's side running after them."""
     raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
-    done, nbytes = 0, raw.size
+    _transfer(_libc.process_vm_writev, pid, addr, raw, name="process_vm_writev", none="nothing written")
+
+
+def _transfer(call, pid: int, addr: int, local_bytes: np.ndarray, *, name: str, none: str) -> None:
+    """``local_bytes`` to or from ``addr`` of process ``pid`` with ``call`` (process_vm_readv or _writev),
+    a gigabyte at a time, until all of it has moved."""
+    done, nbytes = 0, local_bytes.size
     while done < nbytes:
         chunk = min(nbytes - done, 1 << 30)
-        local = _IoVec(raw.ctypes.data + done, chunk)
+        local = _IoVec(local_bytes.ctypes.data + done, chunk)
         remote = _IoVec(addr + done, chunk)
-        got = _libc.process_vm_writev(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
+        got = call(pid, ctypes.byref(local), 1, ctypes.byref(remote), 1, 0)
         if got <= 0:
             err = ctypes.get_errno()
-            raise ReadError(f"process_vm_writev of process {pid} failed: {os.strerror(err) if err else 'nothing written'}")
+            raise ReadError(f"{name} of process {pid} failed: {os.strerror(err) if err else none}")
         done += got
 
 
