@@ -36,7 +36,7 @@ def read_remote(pid: int, addr: int, nbytes: int) -> np.ndarray:
     if nbytes < 0 or nbytes > MAX_READ_BYTES:
         raise ReadError(f"refusing to read {nbytes} bytes")
     out = np.empty(nbytes, dtype=np.uint8)
-    _transfer(_libc.process_vm_readv, pid, addr, out, name="process_vm_readv", none="nothing read")
+    _transfer(_libc.process_vm_readv, pid, addr, local_bytes=out, name="process_vm_readv", none="nothing read")
     return out
 
 
@@ -44,10 +44,10 @@ def write_remote(pid: int, addr: int, data: np.ndarray) -> None:
     """Write ``data`` (bytes) at address ``addr`` of process ``pid``, which must be stopped: how a kernel's
     passed-through operands get each sample's changes without the kernel's side running after them."""
     raw = np.ascontiguousarray(data).view(np.uint8).reshape(-1)
-    _transfer(_libc.process_vm_writev, pid, addr, raw, name="process_vm_writev", none="nothing written")
+    _transfer(_libc.process_vm_writev, pid, addr, local_bytes=raw, name="process_vm_writev", none="nothing written")
 
 
-def _transfer(call, pid: int, addr: int, local_bytes: np.ndarray, *, name: str, none: str) -> None:
+def _transfer(call, pid: int, addr: int, *, local_bytes: np.ndarray, name: str, none: str) -> None:
     """``local_bytes`` to or from ``addr`` of process ``pid`` with ``call`` (process_vm_readv or _writev),
     a gigabyte at a time, until all of it has moved."""
     done, nbytes = 0, local_bytes.size
