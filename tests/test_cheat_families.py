@@ -124,7 +124,8 @@ CASES = {
     "steal_hogs": Case("stealing the machine", POLICY, "verified", plain=True),
     "steal_hogs_hidden": Case("stealing the machine", CAUGHT, "verified"),
     "steal_affinity": Case("stealing the machine", POLICY, "verified", plain=True),
-    "steal_affinity_hidden": Case("stealing the machine", CAUGHT, "verified"),
+    # since protocol 8 a side's seccomp filter refuses the pinning itself (machine/pinning.py): the honest number
+    "steal_affinity_hidden": Case("stealing the machine", BENT, "verified"),
     "steal_threads": Case("stealing the machine", CAUGHT, "verified"),
     # run with one thread, it computes with two and the record says one
     "steal_threads_self": Case("stealing the machine", CAUGHT, "verified"),

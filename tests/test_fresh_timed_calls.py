@@ -464,3 +464,16 @@ def test_no_code_of_the_kernels_side_runs_between_the_change_and_the_timed_call(
     assert _timed_checks(out)["checked"] > 0, out.reason  # its answers, from operands we wrote, were right
     if out.value is not None and _quiet(out):
         assert out.value < 1.5 * 0.95, out.reason
+
+
+@_NEEDS_CXX
+@pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a core the sides are not pinned to")
+def test_a_helper_thread_cannot_move_to_a_core_the_side_was_not_given(cheat_root):
+    """`sidecore_mm` (an adversarial review, protocol 8's second version): a helper thread moved itself to
+    the core the side was not pinned to at the start of every call, multiplied half of A there and moved
+    back before the call returned, so every census saw it pinned: 1.85x verified with 1.76 cores used. Every
+    side now runs under a seccomp filter that refuses `sched_setaffinity`."""
+    out = _run_alone(cheat_root, write_claim(cheat_root, "sidecore-mm", "sidecore_mm", template=MATMUL, value="1.5"))
+    assert out.status in {S.REFUTED, S.INCONCLUSIVE}, (out.status, out.reason)
+    if out.value is not None and _quiet(out):
+        assert out.value < 1.5 * 0.95, out.reason

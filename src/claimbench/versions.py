@@ -36,7 +36,8 @@ RECORD_SCHEMAS_AS_STORED: Final = (2, 3, 4)
 # timed calls took far more interrupts on the timed cores than the kernel's (orchestrator/interrupts.py),
 # cannot verify; and the orchestrator writes the changes into the operands a kernel's `prepare` passed
 # its inputs through to, with the side stopped (orchestrator/rechecks.py), so no code of the kernel's side
-# runs between the change and the timed call (a profile hook ran there: 13.3x verified). The minimum is 8: under 7 a helper thread holding the GIL did half
+# runs between the change and the timed call (a profile hook ran there: 13.3x verified); and every side
+# refuses `sched_setaffinity` (machine/pinning.py: a helper thread borrowed another core, 1.85x verified). The minimum is 8: under 7 a helper thread holding the GIL did half
 # of each product in the refresh null call (1.64x verified for an honest 1.0x), and 16,000 timers armed
 # before the kernel's side was stopped fired into the baseline's calls (1.76x verified).
 PROTOCOL_VERSION: Final = 8

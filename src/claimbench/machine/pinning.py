@@ -1,0 +1,73 @@
+"""A side may not change which CPUs its threads run on: a seccomp filter, set in each side before its
+claim's code loads, answers `sched_setaffinity` with EPERM.
+
+Why: the orchestrator pins a CPU claim's kernel and baseline to the same cores (`orchestrate.side_cpus`)
+and reads every thread's affinity between rounds, while the side is stopped. In an adversarial review
+(2026-12-06) a helper thread, started at import by a C module that torch's extension loader built,
+moved itself to the core the side was not given at the start of every call, multiplied part of A
+there, and moved back before the call returned, so every look saw it pinned: an honest matmul was
+verified at 1.85x with 1.76 cores used (`sidecore_mm`). The static rules refuse `sched_setaffinity` in
+Python source only. The orchestrator pins from outside, which the filter does not touch, and a thread a
+side starts inherits both its mask and the filter.
+
+The filter covers the native ABI of x86_64 (and its x32 numbers) and aarch64, and the 32-bit x86 ABI a
+64-bit process can still reach with `int 0x80`. Elsewhere nothing is installed and `install` says so.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import errno
+import platform
+
+_PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
+_RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
+_LD_ABS_W, _JEQ_K, _RET_K = 0x20, 0x15, 0x06
+_ARCH_AT, _NR_AT = 4, 0  # offsets in struct seccomp_data
+# (audit arch, the system call numbers of sched_setaffinity under it)
+_X86_64 = (0xC000003E, (203, 0x40000000 | 203))
+_I386 = (0x40000003, (241,))
+_AARCH64 = (0xC00000B7, (122,))
+_DENY = {"x86_64": (_X86_64, _I386), "aarch64": (_AARCH64,)}
+
+
+class _Filter(ctypes.Structure):
+    _fields_ = [("code", ctypes.c_ushort), ("jt", ctypes.c_ubyte), ("jf", ctypes.c_ubyte), ("k", ctypes.c_uint)]
+
+
+class _Prog(ctypes.Structure):
+    _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter))]
+
+
+def program(machine: str) -> list[tuple[int, int, int, int]]:
+    """The filter's instructions for ``machine`` (`platform.machine()`), empty where none is known."""
+    groups = _DENY.get(machine, ())
+    if not groups:
+        return []
+    out: list[tuple[int, int, int, int]] = []
+    for arch, nrs in groups:
+        # load arch; if it is not this one, skip the group: its load of nr, one test per number and its allow
+        out.append((_LD_ABS_W, 0, 0, _ARCH_AT))
+        out.append((_JEQ_K, 0, len(nrs) + 2, arch))
+        out.append((_LD_ABS_W, 0, 0, _NR_AT))
+        out += [(_JEQ_K, -1, 0, nr) for nr in nrs]  # a match jumps to the deny at the end (patched below)
+        out.append((_RET_K, 0, 0, _RET_ALLOW))
+    out.append((_RET_K, 0, 0, _RET_ALLOW))  # another arch
+    deny = len(out)
+    out.append((_RET_K, 0, 0, _RET_ERRNO | errno.EPERM))
+    return [(code, deny - i - 1 if code == _JEQ_K and jt < 0 else jt, jf, k) for i, (code, jt, jf, k) in enumerate(out)]
+
+
+def install() -> str:
+    """Deny `sched_setaffinity` to this process and every thread it starts from now on; "" when done,
+    else why not (a machine with no known numbers, or a kernel that refused the filter)."""
+    insns = program(platform.machine())
+    if not insns:
+        return f"no seccomp filter for {platform.machine()}: a side could move its threads to other CPUs"
+    arr = (_Filter * len(insns))(*[_Filter(*x) for x in insns])
+    prog = _Prog(len(insns), arr)
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0 \
+            or libc.prctl(_PR_SET_SECCOMP, _SECCOMP_MODE_FILTER, ctypes.byref(prog), 0, 0) != 0:
+        return f"the seccomp filter was refused: {errno.errorcode.get(ctypes.get_errno(), ctypes.get_errno())}"
+    return ""
