@@ -110,6 +110,18 @@ def test_blocks_of_calls_say_whether_the_machine_or_the_workload_caused_them(ctx
     assert rec.verdict == "inconclusive" and settles in rec.reason, rec.reason
 
 
+def test_blocks_in_any_process_block_verified_not_in_the_last_alone(ctx):
+    """Each process adds its samples to the CI: a kernel replaying its answer within a block ran at 6x in two
+    processes of three while the last timed it call by call (an adversarial review), and only the last
+    process's block size was read."""
+    blocked = replace(_timing(20.0, 60.0), calls_per_block={"kernel": 4, "baseline": 1}, config={"min_block_us": 50.0})
+    plain = _timing(20.0, 60.0)
+    rec = assemble_record(ctx, [ClaimRun(correctness=PASSED, timing=blocked), ClaimRun(correctness=PASSED, timing=blocked),
+                                ClaimRun(correctness=PASSED, timing=plain)])
+    assert any("timed in blocks of 4" in b for b in rec.blockers), rec.blockers
+    assert sum("blocks of" in b for b in rec.blockers) == 1, rec.blockers  # said once, not once a process
+
+
 def test_timed_calls_that_prove_nothing_block_verified():
     """A measured run whose timed calls were never checked, or never saw a changed input, cannot verify:
     either way a timed call could have returned anything, or a result kept from an earlier call."""

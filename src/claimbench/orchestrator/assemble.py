@@ -82,7 +82,7 @@ def assemble_record(ctx: RunContext, runs: Sequence[ClaimRun]) -> Record:
         metric=claim.claimed.metric, claimed_value=claim.claimed.value, tolerance=claim.claimed.tolerance,
         flops=flops, bytes=nbytes, outcome=outcome, outcome_reason=outcome_reason, rejections=tuple(rejections),
         correctness_passed=corr.passed, correctness_reason=corr.reason,
-        hardware_match=ok, hardware_reason=ctx.why, blockers=_blockers(hw, ok, ctx.device, timing=timing, bracket=last.bracket) + (_unchecked(runs) if ok else ())
+        hardware_match=ok, hardware_reason=ctx.why, blockers=_blockers(hw, ok, ctx.device, runs=runs) + (_unchecked(runs) if ok else ())
         + (_interference(runs) if ok and ctx.device == "cpu" else ())
         + ((ctx.shared_caches,) if ok and ctx.shared_caches else ()),
         kernel=Samples(k.samples_us, k.rounds, k.processes) if k.samples_us else None,
@@ -169,22 +169,28 @@ def _host_allocator() -> dict[str, str]:
     return {k: os.environ.get(k, v) for k, v in HOST_ALLOCATOR_ENV.items()}
 
 
-def _blockers(hw: Hardware, ok: bool, device: str, *, timing: Optional[PairTiming],
-              bracket: Optional[BracketSummary] = None) -> tuple[str, ...]:
-    """Why this run cannot verify even if its numbers clear the claim."""
+def _blockers(hw: Hardware, ok: bool, device: str, *, runs: Sequence[ClaimRun]) -> tuple[str, ...]:
+    """Why this run cannot verify even if its numbers clear the claim, over every process: each adds its
+    own samples to the CI, so one that its clock could not resolve, or that timed the kernel in blocks,
+    keeps the run from `verified` as the last one would (only the last was read before: a kernel replaying
+    its answer within a block ran at 6x in two processes of three, an adversarial review)."""
     out = list(blockers(hw)) if ok and device == "cuda" else []
-    seen = bracket or BracketSummary()
-    for side in SIDES:
-        unresolved = seen.unresolved.get(side, 0)
-        own = seen.side(side)
-        taken = own.samples if own else 0
-        if taken and unresolved > 0.02 * taken:
-            out.append(f"the orchestrator's clock could not resolve the {side}'s calls: {unresolved} of {taken} samples "
-                       f"were no longer than a null call ({seen.null_us.get(side, 0):.0f} us); a "
-                       "quieter machine or a larger workload gives it something to measure")
-    n = ((timing.calls_per_block if timing else None) or {}).get("kernel") or 1
-    if ok and timing is not None and timing.mode == "cpu" and n > 1:
-        out.append(_blocked(n, timing, seen))
+    said: set[str] = set()  # one line per kind, from the first process that shows it
+    for run in [r for r in runs if r.timing is not None] or list(runs[-1:]):
+        seen, timing = run.bracket or BracketSummary(), run.timing
+        for side in SIDES:
+            unresolved = seen.unresolved.get(side, 0)
+            own = seen.side(side)
+            taken = own.samples if own else 0
+            if taken and unresolved > 0.02 * taken and side not in said:
+                said.add(side)
+                out.append(f"the orchestrator's clock could not resolve the {side}'s calls: {unresolved} of {taken} samples "
+                           f"were no longer than a null call ({seen.null_us.get(side, 0):.0f} us); a "
+                           "quieter machine or a larger workload gives it something to measure")
+        n = ((timing.calls_per_block if timing else None) or {}).get("kernel") or 1
+        if ok and timing is not None and timing.mode == "cpu" and n > 1 and "blocks" not in said:
+            said.add("blocks")
+            out.append(_blocked(n, timing, seen))
     return tuple(out)
 
 
