@@ -81,7 +81,7 @@ class Bracket:
             null_subtracted_us=min(self.null_us.values()) if both else None,
             null_gap_us=self.null_us.get("kernel", 0.0) - self.null_us.get("baseline", 0.0) if both else None,
             violations=tuple(self.violations[:10]), synced=tuple(sorted(self.synced)),
-            irq=dict(self.irq) if self.irq_wall_us["kernel"] else {}, irq_wall_us=dict(self.irq_wall_us) if self.irq_wall_us["kernel"] else {},
+            **({"irq": dict(self.irq), "irq_wall_us": dict(self.irq_wall_us)} if self.irq_wall_us["kernel"] else {}),
             refresh=untimed.refresh_figures(self.refresh_us))
 
 
