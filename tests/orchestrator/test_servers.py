@@ -119,3 +119,25 @@ def test_a_bwrap_server_is_its_projects_alone(tmp_path):
     assert '"sandbox": "bwrap"' in Path(out.record_path).read_text(), out.record_path
     out = run_one(b / "claims/valid/rowsum-cpu.yaml", b, detect(b), opts=_opts(b, "bwrap"))
     assert "b's kernel sees [] of a" in out.reason, out.reason
+
+
+def test_thread_binding_settings_are_kept_from_the_sides_and_a_threaded_claim_still_runs(tmp_path, monkeypatch, capsys):
+    """With OMP_PROC_BIND=true in the shell, libgomp bound each thread it started and the side's
+    seccomp filter (machine/pinning.py) refused it: every claim run on two threads or more ended in
+    error ("libgomp: Thread creation failed: Operation not permitted"). The orchestrator pins the
+    sides; the binding settings stay out of the fork server's environment, and `run` says so."""
+    from claimbench.cli import main
+    from claimbench.orchestrator.servers import THREAD_BINDING_ENV, dropped_binding
+
+    project = _project(tmp_path / "p")
+    monkeypatch.setenv("OMP_PROC_BIND", "true")
+    monkeypatch.setenv("OMP_PLACES", "cores")
+    assert not set(THREAD_BINDING_ENV) & set(server_env(2, {}))
+    assert dropped_binding() == ["OMP_PROC_BIND=true", "OMP_PLACES=cores"]
+    code = main(["--root", str(project), "run", str(project / "claims/valid/softmax-cpu.yaml"), "--threads", "2",
+                 "--timing", "off", "--results", str(project / "results"), "--quiet", "--format", "json"])
+    out = capsys.readouterr()
+    import json
+    (row,) = json.loads(out.out)
+    assert code == 0 and row["status"] == "skipped" and "checks passed" in row["reason"], row
+    assert "OMP_PROC_BIND=true, OMP_PLACES=cores: not passed to the claims' processes" in out.err, out.err

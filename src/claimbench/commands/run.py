@@ -62,6 +62,12 @@ def run(args) -> int:
             print(f"claimbench: no sandbox: {box.why}; the claims' code runs with your rights, and their numbers are "
                   "labelled 'no sandbox' (README: What a run does not catch)", file=sys.stderr)
 
+    from claimbench.orchestrator.servers import dropped_binding
+    if dropped_binding():  # a side may not bind its threads (machine/pinning.py): the orchestrator pins it
+        print(f"claimbench: {', '.join(terminal(x) for x in dropped_binding())}: not passed to the claims' processes; "
+              "each side is pinned to its cores by the run, and may not move its threads (README: How a run is isolated)",
+              file=sys.stderr)
+
     def select(found, hw):
         from claimbench.ci.selection import select_for_ci
         return select_for_ci(ci, found, root, hw=hw, hardware_only=opts.hardware_only)

@@ -15,6 +15,7 @@ The first starts before hardware detection, so its second of imports overlaps th
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
 
 from claimbench.machine.backends import import_env
@@ -29,10 +30,26 @@ from claimbench.orchestrator.sandbox import Sandbox, choose
 HOST_ALLOCATOR_ENV = {"MALLOC_MMAP_THRESHOLD_": str(32 << 20), "MALLOC_TRIM_THRESHOLD_": str(1 << 30)}
 
 
+# Settings that make an OpenMP runtime bind its threads to CPUs. A side may not change its threads'
+# CPUs (machine/pinning.py: its seccomp filter answers sched_setaffinity with EPERM), and libgomp,
+# asked to bind, fails its first parallel region ("libgomp: Thread creation failed: Operation not
+# permitted"), so with OMP_PROC_BIND=true in the shell every claim run on two threads or more ended in
+# error. The orchestrator pins each side to its cores itself; these are left out of the fork server's
+# environment (libgomp reads them when torch loads it there) and `run` says so at its start.
+THREAD_BINDING_ENV = ("OMP_PROC_BIND", "OMP_PLACES", "GOMP_CPU_AFFINITY", "KMP_AFFINITY")
+
+
+def dropped_binding(environ: Mapping[str, str] = os.environ) -> list[str]:
+    """The thread-binding settings of ``environ`` (ours by default) a fork server leaves out, as NAME=VALUE."""
+    return [f"{key}={environ[key]}" for key in THREAD_BINDING_ENV if key in environ]
+
+
 def server_env(threads: int | None, side_env: dict | None = None) -> dict:
-    """The fork server's environment: ours, the host allocator's settings, and the import-time
-    part of the sides' environment (``side_env``), set or unset exactly as the sides will have it."""
-    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    """The fork server's environment: ours less the thread-binding settings, the host allocator's
+    settings, and the import-time part of the sides' environment (``side_env``), set or unset exactly
+    as the sides will have it."""
+    env = {key: value for key, value in os.environ.items() if key not in THREAD_BINDING_ENV}
+    env["PYTHONUNBUFFERED"] = "1"
     for key, value in import_env(side_env or {}).items():
         if value:
             env[key] = value
