@@ -316,3 +316,29 @@ def test_ingest_and_audit_agree_on_a_record_dated_ahead(project, tmp_path, ahead
     refused = [p for p in audit(root, root / "LIST.md", root / "results", cache=False)
                if path.name in str(p) and p.key == "created_utc"]
     assert bool(refused) is not taken, refused
+
+
+@pytest.mark.parametrize("what", ["link", "foreign"])
+def test_ingest_never_writes_through_or_over_an_index_that_is_not_its_own(project, tmp_path, what):
+    """`results/index.jsonl` committed as a symlink to a shell's rc file got a line of record text
+    appended by `ingest` (an adversarial review: a `$(...)` in the record's reason ran when the file
+    was sourced); a file of someone else's at that name was replaced by `table --results`. Neither
+    is written now, and the index is read again from the records instead."""
+    root, commit = project
+    good = _fleet(tmp_path, root, commit)["h200"]
+    target = tmp_path / "bashrc"
+    target.write_text("export PS1='$ '\n")
+    index = root / "results" / "index.jsonl"
+    index.parent.mkdir(parents=True, exist_ok=True)
+    if what == "link":
+        index.symlink_to(target)
+    else:
+        index.write_text("my own notes, not an index\n")
+    assert main(["--root", str(root), "ingest", str(good)]) == 0
+    assert main(["--root", str(root), "table", "--format", "csv"]) == 0
+    assert target.read_text() == "export PS1='$ '\n"
+    if what == "link":
+        assert index.is_symlink() and index.resolve() == target.resolve()
+    else:
+        assert index.read_text() == "my own notes, not an index\n"
+    assert (root / "results" / "records" / "softmax-online" / good.name).is_file()

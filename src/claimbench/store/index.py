@@ -16,6 +16,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import os
+import stat
 import tempfile
 from concurrent.futures import ProcessPoolExecutor
 from contextlib import contextmanager
@@ -31,6 +32,7 @@ from claimbench.store.summary import Summary, read_summary, summarize
 from claimbench.versions import INDEX_VERSION  # its history is there
 
 INDEX_NAME = "index.jsonl"
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _PARALLEL_MIN = 2000  # below this, worker start-up costs more than it saves
 _FIELDS = Summary._fields
 
@@ -57,8 +59,13 @@ def append_index(results: Path, path: Path, rec: Record) -> Summary:
     s = summarize(rec, Path(path).resolve().relative_to(results.resolve()).as_posix(),
                   st.st_size, mtime_ns=st.st_mtime_ns, sha256=hashlib.sha256(raw).hexdigest())
     line = dumps_json_line(_to_json(s))
+    if not _ours(results / INDEX_NAME):  # someone else's file at that name: not ours to append to
+        return s
     try:
-        fd = os.open(results / INDEX_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o644)
+        # never through a link: an index committed as a symlink to a shell's rc file got a line of
+        # record text appended to it (an adversarial review); a link here is not ours to write, and
+        # the next read_index rebuilds what this line would have said
+        fd = os.open(results / INDEX_NAME, os.O_WRONLY | os.O_APPEND | os.O_CREAT | _NOFOLLOW | getattr(os, "O_CLOEXEC", 0), 0o644)
         try:
             os.write(fd, line.encode("utf-8"))
         finally:
@@ -94,9 +101,8 @@ def _load_lines(index: Path) -> dict[str, Summary]:
     does not parse (a torn last line, a byte that is not UTF-8) costs only its record, which is
     read again."""
     out: dict[str, Summary] = {}
-    try:
-        raw = index.read_bytes()
-    except OSError:
+    raw = _regular_bytes(index)
+    if raw is None:
         return out
     with paused_gc():  # some two million acyclic objects: a collection would walk them all, often
         for line in raw.splitlines():
@@ -197,9 +203,53 @@ def _map(fn, items: list, workers: int) -> Iterable:
         yield from map(fn, items)
 
 
+def _regular_bytes(path: Path) -> Optional[bytes]:
+    """The bytes of ``path`` when it is a regular file, never through a link (None otherwise): an
+    index committed as a link to /dev/zero or a FIFO would be read for ever."""
+    try:
+        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
+    except OSError:
+        return None
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return None
+        with os.fdopen(os.dup(fd), "rb") as f:
+            return f.read()
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def _ours(path: Path) -> bool:
+    """Whether ``path`` may be replaced by a new index: absent, or a regular file that is empty or
+    opens with an index line. A link, or a file of someone else's that happens to bear the name
+    (`table --results DIR` on a folder of theirs), is left as it is (an adversarial review)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return True
+    except OSError:
+        return False
+    if not stat.S_ISREG(st.st_mode):
+        return False
+    if st.st_size == 0:
+        return True
+    try:
+        with open(path, "rb") as f:
+            first = f.readline(1 << 16)
+        d = loads_json(first)
+    except (OSError, ValueError):
+        return False
+    return isinstance(d, dict) and isinstance(d.get("v"), int) and "path" in d
+
+
 def write_index(results: Path, summaries: Iterable[Summary]) -> None:
-    """Rewrite the whole index atomically (temp file, then rename)."""
+    """Rewrite the whole index atomically (temp file, then rename); a file at its name that is not
+    an index (`_ours`) is left alone, and the index is not written (it is a cache)."""
     results = Path(results)
+    if not _ours(results / INDEX_NAME):
+        return
     fd, tmp = tempfile.mkstemp(prefix=".tmp-index-", suffix=".jsonl", dir=results)
     try:
         with os.fdopen(fd, "w", encoding="utf-8") as f:
