@@ -304,3 +304,30 @@ def test_a_chart_name_from_any_hardware_slug_is_short_and_plain(hw):
 
     slug = _file_slug(hw)
     assert re.fullmatch(r"[a-z0-9-]{1,60}", slug), slug  # a file name on any file system, whatever a record says
+
+
+@pytest.mark.parametrize("link", ["style.css", "records", "claims", "site"])
+def test_site_never_writes_through_a_link_a_commit_can_carry(tmp_path, link):
+    """An adversarial review committed `results/site/` with the marker and `style.css -> a file
+    outside`, `records -> a folder outside` and `claims -> ../../claims`: `site` overwrote the file,
+    wrote record copies into the folder and about 40 pages into claims/, exit 0. Now it refuses
+    (exit 2), naming the link, and writes nothing."""
+    from claimbench.cli import main
+
+    root, _ = rk.standard_tree(tmp_path / "proj")
+    victim = tmp_path / "victim.txt"
+    victim.write_text("mine")
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    site = root / "results" / "site"
+    if link == "site":  # the output folder itself
+        site.symlink_to(elsewhere, target_is_directory=True)
+    else:
+        site.mkdir()
+        (site / ".claimbench-site").write_text("")
+        target = {"style.css": victim, "records": elsewhere, "claims": root / "claims"}[link]
+        (site / link).symlink_to(target)
+    claims_before = sorted(p.name for p in (root / "claims").iterdir())
+    assert main(["--root", str(root), "site"]) == 2
+    assert victim.read_text() == "mine" and list(elsewhere.iterdir()) == []
+    assert sorted(p.name for p in (root / "claims").iterdir()) == claims_before

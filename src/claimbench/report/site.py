@@ -13,8 +13,10 @@ list goes through autoescaping and `sitemd.clean`; only http(s) links become lin
 
 from __future__ import annotations
 
+import os
 import re
 import shutil
+import stat
 from importlib import resources
 from pathlib import Path
 from typing import Optional
@@ -144,11 +146,43 @@ def _own(out: Path, root: Path, results_dir: Path) -> None:
     if any(o == g or g.is_relative_to(o) for g in guarded):
         raise UsageError(f"--out {out}: holds the project's claims or records; choose a folder of its own "
                          f"(default {Path(results_dir) / 'site'})")
+    if (link := _link_in(out, root)) is not None:
+        raise UsageError(f"--out {out}: {link} is a symbolic link or not a plain file or folder; `site` writes only "
+                         "into folders of its own, never through a link (a committed one would send its pages "
+                         "elsewhere); remove it, or choose another folder")
     if o.is_dir() and any(o.iterdir()) and not (o / MARKER).is_file():
         raise UsageError(f"--out {out}: the folder holds files `claimbench site` did not write (no {MARKER} "
                          "marker), which a rebuild would delete; choose an empty folder or an earlier site's")
     o.mkdir(parents=True, exist_ok=True)
     (o / MARKER).write_text("written by claimbench site; a rebuild replaces what it wrote here\n", encoding="utf-8")
+
+
+def _link_in(out: Path, root: Path) -> Optional[Path]:
+    """The first link (or FIFO, device, socket) at or under ``out``, or on the way to it from inside
+    the project; None when there is none. `site` never makes one, so one there came from elsewhere:
+    a commit can carry `results/site/style.css -> ~/.bashrc`, and writing the page would have
+    overwritten the file it names (an adversarial review: a file outside the project overwritten,
+    a folder outside written into, and pages written into claims/)."""
+    out = Path(out).absolute()
+    root = Path(root).absolute()
+    # inside the project, every folder on the way (a commit can carry any of them); a folder outside
+    # it is the user's own choice, link or not
+    way = [p for p in (out, *out.parents) if p != root and p.is_relative_to(root)]
+    for p in way:
+        if p.is_symlink():
+            return p
+    if not out.is_dir():
+        return None
+    for folder, dirs, files in os.walk(out):  # never follows a link
+        for name in (*dirs, *files):
+            p = Path(folder) / name
+            try:
+                mode = os.lstat(p).st_mode
+            except OSError:
+                continue
+            if not (stat.S_ISDIR(mode) or stat.S_ISREG(mode)):
+                return p
+    return None
 
 
 def _index(env, out: Path, listing, *, text: str, numbers: list, checked: dict, links: Links) -> None:
