@@ -71,6 +71,8 @@ def run_claims(paths: list[Path], root: Path, opts: RunOptions, *, hw: Optional[
 
     outcomes = []
     if paths:
+        from claimbench.store.provenance import refuse_tracked_links
+        refuse_tracked_links(root, opts.results, "run")  # records, logs and caches go there
         check_writable(opts.results)  # one line now, not a lost measurement later
         swept = filecensus.sweep_backups()
         if swept and opts.progress:

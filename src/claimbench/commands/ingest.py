@@ -31,6 +31,8 @@ def run(args) -> int:
     root = find_root(args.root)  # the project in the cwd: artifacts may be unpacked anywhere
     sources = [Path(p) for p in args.paths] or [root / "results" / "runs"]
     results = Path(args.results) if args.results else root / "results"
+    from claimbench.store.provenance import refuse_tracked_links
+    refuse_tracked_links(root, results, "ingest")
     with project_writes(root, say=lambda line: print(line, file=sys.stderr)):
         report = ingest(root, sources, results, dry_run=args.dry_run, skipped=args.skipped)
     verb = "would ingest" if args.dry_run else "ingested"

@@ -47,6 +47,8 @@ def run(args) -> int:
     if args.max_per_entry < 1:
         raise UsageError(f"--max-per-entry {args.max_per_entry}: must be 1 or more (numbers shown per entry)")
     root, list_path, results = paths(args)
+    from claimbench.store.provenance import refuse_tracked_links
+    refuse_tracked_links(root, results, "publish")
     with project_writes(root, say=lambda line: print(line, file=sys.stderr)):
         plan = publish(root, list_path, results, allow_dirty=args.allow_dirty,
                        max_per_entry=args.max_per_entry, dry_run=args.dry_run)

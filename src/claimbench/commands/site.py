@@ -24,6 +24,8 @@ def run(args) -> int:
     from claimbench.report.site import build_site
 
     root, list_path, results = paths(args)
+    from claimbench.store.provenance import refuse_tracked_links
+    refuse_tracked_links(root, results, "site")
     out = Path(args.out) if args.out else results / "site"
     index = build_site(root, out, list_path=list_path, results_dir=results, records_url=args.records_url)
     print(f"site written: {index}")

@@ -106,7 +106,7 @@ def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty:
                  now: Optional[str] = None, base: Optional[str] = None) -> tuple[list[Problem], list]:
     """(problems, [(summary, record problems)] for every record file checked)."""
     from claimbench.report.publish import carried_why, shown_path
-    from claimbench.store.provenance import carried_state, changed_tracked_records
+    from claimbench.store.provenance import carried_state, changed_tracked_records, tracked_links
 
     root, list_path, results_dir = Path(root), Path(list_path), Path(results_dir)
     tracked = changed_tracked_records(root, results_dir, base=base)  # first: a base git does not know stops here
@@ -121,6 +121,9 @@ def audit_report(root: Path, list_path: Path, results_dir: Path, *, allow_dirty:
                                now=now, strays=strays, tracked=tracked)
     at = shown_path(results_dir, root)
     problems += [Problem(f"{at}/{path}", 1, "cache", carried_why(f"{at}/{path}")) for path in carried]
+    problems += [Problem(link, 1, "link", "a symbolic link that git tracks under the results folder: claimbench never "
+                         "makes one, and every write through it lands where whoever committed it chose; untrack it with "
+                         f"`git rm --cached {link}`") for link in tracked_links(root, results_dir)]
     return problems, checked
 
 

@@ -127,3 +127,36 @@ def carried_state(results_dir: Path) -> list[str]:
         return []
     out = _git(results_dir, "ls-files", "-z", "--", *LOCAL_STATE)
     return sorted({p for p in (out or "").split("\0") if p})
+
+
+def tracked_links(root: Path, results_dir: Path) -> list[str]:
+    """Symbolic links git tracks at or under the results folder, as paths relative to ``root``.
+
+    claimbench writes records, logs, caches, the index and the site under that folder, and never
+    makes a link there; one that a clone carries was put there by whoever committed it, and every
+    write through it lands where that person chose (an adversarial review: a committed
+    `results/index.jsonl -> ~/.bashrc` got record text appended; a committed `results/site/` sent
+    pages over files outside the project). A link made by hand in a clone (results/runs on a
+    bigger disk) is the user's own, and is not tracked."""
+    root, results_dir = Path(root), Path(results_dir)
+    try:
+        rel = results_dir.absolute().relative_to(root.absolute()).as_posix()
+    except ValueError:  # a results folder outside the project is the user's own choice
+        return []
+    out = _git(root, "ls-files", "-s", "-z", "--", rel)
+    links = []
+    for entry in (out or "").split("\0"):
+        meta, _, path = entry.partition("\t")
+        if path and meta.startswith("120000 "):
+            links.append(path)
+    return sorted(links)
+
+
+def refuse_tracked_links(root: Path, results_dir: Path, command: str) -> None:
+    """Raise UsageError, before ``command`` writes anything, when git tracks a link under the results folder."""
+    links = tracked_links(root, results_dir)
+    if links:
+        shown = ", ".join(links[:5]) + (f" and {len(links) - 5} more" if len(links) > 5 else "")
+        raise UsageError(f"{shown}: a symbolic link that git tracks under the results folder; `{command}` never "
+                         "writes through one (whoever committed it chose where the writes land): untrack it with "
+                         f"`git rm --cached {links[0]}` and remove it")
