@@ -279,6 +279,11 @@ def test_data_layer_imports_no_gpu_stack_nor_pandas():
      "ran its sides on 'cpu', not the claim's 'cuda'"),
     (lambda r: r.model_copy(update={"kernel": r.kernel.model_copy(update={"median_us": 10 * r.kernel.median_us})}),
      "kernel.median_us", "samples' median"),
+    # the claim's blocks set to null, as only a migrated schema-2 record has them: the hardware check
+    # was skipped, and a CPU claim's number was published as an H100's (an adversarial review)
+    (lambda r: r.model_copy(update={"hardware_spec": None, "workload": None,
+                                    "hardware": {**r.hardware, "gpus": [{**r.hardware["gpus"][0], "name": "NVIDIA A100"}]}}),
+     "hardware_spec", "removed by hand"),
 ])
 def test_a_record_its_own_bytes_contradict_is_refused_by_audit_publish_and_ingest(tmp_path, change, key, phrase):
     """Issue 25: one judgement. Each forgery passed audit (and reached the list) before."""

@@ -26,7 +26,7 @@ from claimbench.store.cachefile import load_json_cache, save_cache
 from claimbench.store.codeprint import code_fingerprint
 from claimbench.store.index import paused_gc
 from claimbench.store.jsonio import canonical_json
-from claimbench.store.record import Record, RecordError, read_record_bytes, same_value
+from claimbench.store.record import MIN_PROTOCOL_VERSION, Record, RecordError, read_record_bytes, same_value
 from claimbench.store.summary import Summary, read_summary
 
 REL_TOL = 1e-9
@@ -80,6 +80,15 @@ def _intrinsic(rec: Record) -> list[tuple[str, str]]:
     clock, since the answer is cached by the record's sha256: a date in the future is judged at each
     check, against the clock of that moment (`standing.future_problem`)."""
     out = []
+    if rec.protocol_version >= MIN_PROTOCOL_VERSION:
+        # a runner of a protocol that may still stand always copies both blocks: only a record
+        # migrated from schema 2 (protocol 4 or older) lacks them. Set to null by hand, they turned
+        # off the hardware check below and the claim-copy check's half that reads them (a CPU
+        # claim's number published as an H100's, audit clean: an adversarial review).
+        for name in ("hardware_spec", "workload"):
+            if getattr(rec, name) is None:
+                out.append((name, f"is missing, but every runner of protocol {MIN_PROTOCOL_VERSION} or later "
+                                  "copies the claim's block into its record: removed by hand?"))
     spec, hw = rec.hardware_spec or {}, rec.hardware or {}
     if rec.hardware_match and spec:
         # the device the verdict's rules read: a CPU claim's record saying "cuda" skipped the
