@@ -435,11 +435,16 @@ def test_work_a_helper_thread_does_in_the_refresh_null_call_keeps_the_run_from_v
 
 
 @_NEEDS_CXX
-def test_timers_a_stopped_kernel_left_armed_keep_the_run_from_verified(cheat_root):
+def test_timers_a_stopped_kernel_left_armed_keep_the_run_from_verified(cheat_root, monkeypatch):
     """`timer_storm` (an adversarial review, protocol 7): 16,000 timerfds armed in the kernel's last untimed
     exchange of a round fire every 30 us on the core both sides are pinned to while the baseline is timed; on a
     kernel without IRQ time accounting their handling is the baseline's time: 1.76x verified for an honest
-    1.0x, static rules on. The interrupts on the timed cores are counted around every timed call now."""
+    1.0x, static rules on. The interrupts on the timed cores are counted around every timed call now. Since
+    protocol 9 a side holding timers is rejected first (`wakers.py`, tested with `epoll_storm`); that rule is
+    off here, so the interrupt count is what is tested."""
+    from claimbench.orchestrator import wakers
+
+    monkeypatch.setattr(wakers, "problems", lambda members, roles=("task", "kernel"): [])
     out = _run_alone(cheat_root, write_claim(cheat_root, "timer-storm", "timer_storm", template=MATMUL, value="1.5"))
     assert out.status in {S.REFUTED, S.INCONCLUSIVE}, (out.status, out.reason)
     rec = _record(out)
@@ -477,3 +482,33 @@ def test_a_helper_thread_cannot_move_to_a_core_the_side_was_not_given(cheat_root
     assert out.status in {S.REFUTED, S.INCONCLUSIVE}, (out.status, out.reason)
     if out.value is not None and _quiet(out):
         assert out.value < 1.5 * 0.95, out.reason
+
+
+@_NEEDS_CXX
+def test_a_stopped_kernel_holding_timers_is_rejected_whatever_each_interrupt_costs(cheat_root):
+    """`epoll_storm` (an adversarial review, protocol 9): 120 timerfds, each watched by 4,500 epoll
+    instances, so one expiry runs 4,500 callbacks in one timer interrupt (about 1 ms, charged to the task it
+    interrupts on a kernel without IRQ time accounting); armed in the kernel's last untimed exchange, they
+    fired into the baseline's timed calls: 1.67x and 2.05x verified for an honest 1.0x, the interrupt count
+    at 580/s against 268/s, under its bound. A kernel or task side holding anything that fires while it is
+    stopped (timer, signal, io_uring or file-watch descriptors, POSIX timers) is rejected now."""
+    out = _run_alone(cheat_root, write_claim(cheat_root, "epoll-storm", "epoll_storm", template=MATMUL, value="1.5"))
+    assert out.status == S.REJECTED, (out.status, out.reason)
+    assert "the kernel side" in out.reason and "timers" in out.reason and "fires on its own" in out.reason, out.reason
+
+
+@_NEEDS_CXX
+def test_work_in_the_refresh_null_hides_at_most_a_tenth_of_a_call_however_wide_the_baseline_spread(cheat_root, monkeypatch):
+    """`hook_null_mm` (an adversarial review, protocol 9): the same storm, in bursts, widened the baseline's
+    refresh null spread, and with it the allowance for the kernel's refresh null (0.55 -> 9 ms), where a
+    profile hook set from C multiplied 22-30% of A untimed: 2.2-2.5x verified in 5 runs of 9. With the
+    timers' rule off (as if another way to disturb the baseline's null calls were found) the spread's
+    share of the allowance is capped at a tenth of the kernel's call, so most of that work is late."""
+    from claimbench.orchestrator import wakers
+
+    monkeypatch.setattr(wakers, "problems", lambda members, roles=("task", "kernel"): [])
+    out = _run_alone(cheat_root, write_claim(cheat_root, "hook-null-mm", "hook_null_mm", template=MATMUL, value="1.5"))
+    assert out.status != S.VERIFIED, (out.status, out.value, out.reason)
+    if out.value is not None and _quiet(out) and out.status != S.REJECTED:
+        refresh = _record(out)["protocol"]["bracket"]["refresh"]
+        assert refresh["kernel"]["median_us"] > refresh["baseline"]["median_us"], refresh

@@ -17,7 +17,7 @@ from typing import Any, NoReturn, Optional
 
 import numpy as np
 
-from claimbench.orchestrator import census
+from claimbench.orchestrator import census, wakers
 from claimbench.orchestrator import messages as m
 from claimbench.orchestrator import perturb as perturbation
 from claimbench.orchestrator.coordinate import Solo
@@ -98,6 +98,8 @@ class Rechecks:
         problems += census.outside({pid: sh for pid, sh in now.items() if pid in rivals}, self.s.pinned_cpus)
         if self.device == "cpu" and self.threads:
             problems += self._thread_growth(now)
+        if self.device == "cpu" and (firing := wakers.problems(members)):  # a stopped side's timers fire into the other's timed calls
+            raise ClaimEnded("rejected", "; ".join(firing[:2]))
         settings = self._settings()
         problems += [f"the {role} side's {what} changed from {self.settings_after_load[role][what]} to {v}"
                      for role, got in settings.items() for what, v in got.items()
