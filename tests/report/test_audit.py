@@ -89,8 +89,11 @@ def test_number_no_record_backs(tree, content, phrase):
     edit_list(root, "hand-written text stays.",
               "hand-written text stays. <!-- claimbench:Foundational kernel exercises > Optimizing Parallel "
               f"Reduction in CUDA -->{content}<!-- /claimbench -->")
-    (p,) = run(root)
-    assert (p.path, p.line) == ("LIST.md", 12) and phrase in p.message
+    problems = run(root)
+    (p,) = [p for p in problems if phrase in p.message]
+    assert (p.path, p.line) == ("LIST.md", 12)
+    # the NUL byte is named too: a control character changes what the line shows (spec/listhazards.py)
+    assert [h.message[:19] for h in problems if h is not p] == (["holds U+0000 contro"] if "\x00" in content else [])
 
 
 def test_number_linking_a_refuted_record(tree):

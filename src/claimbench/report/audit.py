@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable, Optional
 
 from claimbench.spec.bounded import UnreadableFile, read_text
+from claimbench.spec.listhazards import hazards
 from claimbench.spec.listing import (
     Entry,
     ListError,
@@ -182,6 +183,7 @@ def _audit_list(root, list_path, results_dir, *, checked, allow_dirty, max_per_e
     if listing is None:
         return problems + list_problems
     problems += list(plan.problems) + _links_outside(text, shown_list, list_path=list_path, results_dir=results_dir)
+    problems += [Problem(shown_list, line, "list", why) for line, why in hazards(text, f"{results_dir.name}/records/")]
     by_path = {s.path: s for s in summaries}
     for entry in listing.entries:
         key, want = plan.expected[entry.line]

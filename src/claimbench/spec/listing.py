@@ -160,7 +160,7 @@ class Listing:
 def parse_list(text: str, path: str = "LIST.md") -> Listing:
     """Parse the list; raise `ListError` on a name repeated within a section or a bad marker."""
     lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
-    code = _fenced(lines)
+    code = fenced(lines)
     heads, underlines = _markdown_headings(lines, code)
     if not heads:
         heads = _plain_headings(lines, code)
@@ -210,7 +210,7 @@ def parse_list(text: str, path: str = "LIST.md") -> Listing:
 
 def read_region(entry: Entry) -> tuple[str, str] | None:
     """The (key, content) of the entry line's marker region, or None when it has none."""
-    r = first_region(_blank_code(entry.text))
+    r = first_region(blank_code(entry.text))
     if r is None:
         return None
     return entry.text[r.key[0]:r.key[1]].strip(), entry.text[r.content[0]:r.content[1]]
@@ -230,7 +230,7 @@ def render_line(entry_line: str, content: str | None, key: str) -> str:
         raise ValueError(f"bad marker content {content!r}: one line, no backticks or comments")
     _check_markers(body, "<line>", 1)
     region = None if content is None else f"<!-- claimbench:{key} -->{content}<!-- /claimbench -->"
-    m = first_region(_blank_code(body))
+    m = first_region(blank_code(body))
     if m is None:
         return entry_line if region is None else f"{body} {region}{ending}"
     if region is not None:
@@ -266,10 +266,10 @@ def links_outside_regions(text: str) -> list[tuple[int, str]]:
     """
     lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
     out = []
-    for i, (line, code) in enumerate(zip(lines, _fenced(lines))):
+    for i, (line, code) in enumerate(zip(lines, fenced(lines))):
         if code or ("](" not in line and "]:" not in line):
             continue
-        shown = strip_regions(_blank_code(line))
+        shown = strip_regions(blank_code(line))
         ref = _REFDEF.match(shown)
         out += [(i + 1, target) for _, target in link_targets(shown, loose=True)]
         out += [(i + 1, ref.group(1))] if ref else []
@@ -284,8 +284,8 @@ def mentions_outside_regions(text: str, needle: str) -> list[int]:
     folder in any of them, or in plain text, outside the regions is a number nobody checks."""
     lines = [ln[:-1] if ln.endswith("\r") else ln for ln in text.split("\n")]
     folded = needle.casefold()
-    return [i + 1 for i, (line, code) in enumerate(zip(lines, _fenced(lines)))
-            if not code and folded in line.casefold() and folded in strip_regions(_blank_code(line)).casefold()]
+    return [i + 1 for i, (line, code) in enumerate(zip(lines, fenced(lines)))
+            if not code and folded in line.casefold() and folded in strip_regions(blank_code(line)).casefold()]
 
 
 def _norm(s: str) -> str:
@@ -312,7 +312,7 @@ def _entry_name(body: str) -> str | None:
     return (_clean(body[:sep.start()]) or None) if sep else None
 
 
-def _fenced(lines: list[str]) -> list[bool]:
+def fenced(lines: list[str]) -> list[bool]:
     out, fence = [], ""
     for line in lines:
         m = _FENCE.match(line) if "`" in line or "~" in line else None
@@ -372,7 +372,7 @@ def _plain_headings(lines, code) -> dict[int, tuple[int, str]]:
             for k, (i, t) in enumerate(zip(found, titles))}
 
 
-def _blank_code(line: str) -> str:
+def blank_code(line: str) -> str:
     """The line with inline code spans masked (same length), so markers shown in code are text."""
     return _CODE.sub(lambda m: "\0" * len(m.group(0)), line)
 
@@ -383,7 +383,7 @@ def _check_markers(line: str, path: str, lineno: int) -> bool:
         return False
     is_open, regions = False, 0
     try:
-        found = tokens(_blank_code(line))
+        found = tokens(blank_code(line))
     except MarkerError as e:
         raise ListError(path, lineno, str(e)) from None
     for closing, rest in found:
