@@ -76,6 +76,11 @@ def test_record_reads_top_down_samples_last():
     (lambda d: d["kernel"].update(rounds=[0]), "kernel: samples_us has 2 entries, rounds 1, processes 2"),
     (lambda d: d["kernel"].update(samples_us=[1.0, 0.0]), "kernel: samples must be positive, finite times"),
     (lambda d: d["kernel"].update(samples_us=[1.0, -3.0]), "kernel: samples must be positive, finite times"),
+    # text no runner writes: a 6 MB machine name cost publish and audit 850 MB, a 60 MB reason `table` 7.5 GB
+    (lambda d: d.update(hardware={"device": "cpu", "cpu": {"model": "EPYC" + "x" * 600}}),
+     "hardware: a name longer than 512 characters"),
+    (lambda d: d.update(reason="r" * 8193), "reason: longer than 8192 characters"),
+    (lambda d: d.update(blockers=["b" * 8193]), "blockers: longer than 8192 characters"),
 ])
 def test_impossible_records_are_refused_naming_the_field(change, message):
     d = _minimal(kernel={"samples_us": [1.0, 2.0], "rounds": [0, 1], "processes": [0, 0]})

@@ -43,6 +43,11 @@ from claimbench.versions import MIN_PROTOCOL_VERSION, PROTOCOL_VERSION, SCHEMA_V
 
 MAX_RECORD_BYTES = 64 << 20  # a runner's record is a few MB at most; anything bigger is refused unread
 MAX_SAMPLES = 100_000  # per side: 2,000 per process (timing.py) times --repeat, with room to spare
+# A text field a reader is shown (a reason, a blocker) and a machine's name: the runner writes a few
+# hundred characters at most. A record with a 6 MB machine name made publish and audit take 850 MB
+# and a 60 MB reason made `table` take 7.5 GB (an adversarial review): such a record is refused.
+MAX_TEXT = 8192
+MAX_NAME = 512
 METRICS = ("speedup", "time_us", "tflops", "gbps", "sol_fraction")
 VERDICTS = ("verified", "refuted", "inconclusive", "incorrect", "rejected", "skipped", "error", "timeout")
 CLAIM_COPY = ("claimed", "precision", "hardware_spec", "workload")
@@ -209,6 +214,12 @@ def _insane(r: Record) -> Optional[str]:
         for g in hw.get("gpus") or ():
             if g.__class__ is not dict:
                 return "hardware: gpus must be a list of mappings"
+        names = [hw.get("name"), hw.get("slug"), *(hw.get("cpu") or {}).values(),
+                 *(v for g in hw.get("gpus") or () for v in g.values())]
+        if any(isinstance(v, str) and len(v) > MAX_NAME for v in names):
+            return f"hardware: a name longer than {MAX_NAME} characters; the runner writes what the machine reports"
+    if (long := _long_text(r)) is not None:
+        return f"{long}: longer than {MAX_TEXT} characters; more than the runner writes"
     for name, t in (("kernel", r.kernel), ("baseline", r.baseline)):
         xs = t.samples_us
         n = len(xs)
@@ -219,6 +230,17 @@ def _insane(r: Record) -> Optional[str]:
                     f"{len(t.processes)}: each sample needs its round and process")
         if n and not (min(xs) > 0 and max(xs) < math.inf):  # round and process indices: the bootstrap checks them
             return f"{name}: samples must be positive, finite times in microseconds"
+    return None
+
+
+def _long_text(r: Record) -> Optional[str]:
+    """The first text field a reader is shown that is longer than MAX_TEXT, or None."""
+    for name in ("reason", "hardware_reason", "outcome_reason"):
+        if len(getattr(r, name)) > MAX_TEXT:
+            return name
+    for name in ("blockers", "rejections"):
+        if any(isinstance(x, str) and len(x) > MAX_TEXT for x in getattr(r, name)):
+            return name
     return None
 
 
