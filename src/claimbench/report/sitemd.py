@@ -18,9 +18,14 @@ from typing import Callable, Optional
 from markupsafe import Markup, escape
 
 _BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
-_COMMENT = re.compile(r"\s*<!--\s*claimbench:.*?<!--\s*/claimbench\s*-->|<!--.*?-->", re.S)
-_CODE = re.compile(r"(`+).+?\1")
-_INLINE = re.compile(r"(?P<code>`+)(?P<ctext>.+?)(?P=code)|\[(?P<ltext>[^\]]+)\]\((?P<url>(?:[^()\s]|\([^()\s]*\))+)\)|\*\*(?P<bold>.+?)\*\*")
+# Each construct spans a bounded stretch: an opener with no closer (a line of 20,000 `[` or `<!--`)
+# made every lazy scan run to the line's end, and a 1.5 MB hostile list took 285 s to render (an
+# adversarial review). A code span, link or bold text longer than these is shown as the text it is.
+_CODE = re.compile(r"(`{1,16})[^\n]{1,500}?\1")
+_INLINE = re.compile(r"(?P<code>`{1,16})(?P<ctext>[^\n]{1,500}?)(?P=code)|\[(?P<ltext>[^\[\]]{1,500})\]"
+                     r"\((?P<url>(?:[^()\s]|\([^()\s]{0,200}\)){1,2000})\)|\*\*(?P<bold>[^\n]{1,500}?)\*\*")
+_MARKER_OPEN = re.compile(r"<!--\s*claimbench:")
+_MARKER_CLOSE = re.compile(r"<!--\s*/claimbench\s*-->")
 _ITEM = re.compile(r"^(?P<indent>\s*)(?P<mark>[-*+]|\d{1,9}[.)])\s+(?P<body>.*)$")
 _FENCE = re.compile(r"^\s{0,3}(```+|~~~+)")
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
@@ -61,10 +66,24 @@ def uncomment(text: str) -> str:
     """`text` without HTML comments (and a published number's marker region, which the site
     shows from the records itself); comments shown inside code spans are text and stay."""
     masked = _CODE.sub(lambda m: "\0" * len(m.group(0)), text)
-    cuts = [m.span() for m in _COMMENT.finditer(masked)]
-    for a, b in reversed(cuts):
-        text = text[:a] + text[b:]
-    return text
+    out, pos = [], 0
+    closes = True  # whether a closing marker may still follow: once a search finds none, none is searched again
+    while (start := masked.find("<!--", pos)) >= 0:  # one pass: each comment's end is looked for once
+        close = _MARKER_CLOSE.search(masked, start) if closes and _MARKER_OPEN.match(masked, start) else None
+        closes = closes and (close is not None or not _MARKER_OPEN.match(masked, start))
+        if close is not None:  # a marker region: its comments and the number between them
+            end = close.end()
+            while start > pos and masked[start - 1].isspace():
+                start -= 1
+        else:
+            found = masked.find("-->", start + 4)
+            if found < 0:  # no comment closes after this one, so none after it does either
+                break
+            end = found + 3
+        out.append(text[pos:start])
+        pos = end
+    out.append(text[pos:])
+    return "".join(out)
 
 
 def inline(text: str, anchors: frozenset = frozenset()) -> Markup:
