@@ -99,3 +99,20 @@ def test_a_usage_error_changes_nothing(tmp_path, argv, phrase, capsys):
     assert main(["--root", str(root), *argv]) == 2
     assert phrase in capsys.readouterr().err
     assert {p: p.read_bytes() for p in root.rglob("*") if p.is_file()} == before
+
+
+@pytest.mark.parametrize("command", [["table"], ["publish", "--dry-run"], ["list"], ["audit"]])
+def test_a_reader_that_left_is_exit_1_and_no_traceback(root, command):
+    """`claimbench publish | head -1` printed a BrokenPipeError traceback (an adversarial review)."""
+    import os
+    import subprocess
+    import sys
+
+    read, write = os.pipe()
+    os.close(read)  # the reader is gone before the first line
+    try:
+        p = subprocess.run([sys.executable, "-m", "claimbench", "--root", str(root), *command], stdout=write,
+                           stderr=subprocess.PIPE, text=True, timeout=120)
+    finally:
+        os.close(write)
+    assert p.returncode == 1 and "Traceback" not in p.stderr, p.stderr[-2000:]

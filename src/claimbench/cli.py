@@ -55,13 +55,28 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("claimbench: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        return _reader_gone()
     if fast:
         # A command that holds every record's summary ends here: its output is written and its
         # files are closed, and tearing down a million objects would take longer than the work.
-        sys.stdout.flush()
+        try:
+            sys.stdout.flush()
+        except BrokenPipeError:
+            return _reader_gone()
         sys.stderr.flush()
         os._exit(code)
     return code
+
+
+def _reader_gone() -> int:
+    """The reader of our output left (`claimbench publish | head -1`): what the command wrote to files is
+    written; what it printed after that has no reader. Exit 1 without a traceback, as a shell's SIGPIPE
+    would end it, and point stdout at /dev/null so Python's flush at exit does not raise again."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 1
 
 
 if __name__ == "__main__":
