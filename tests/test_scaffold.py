@@ -91,6 +91,24 @@ def test_new_never_overwrites(project, capsys):
     assert not (project / "claims" / "scan-demo.yaml").exists()
 
 
+@pytest.mark.parametrize("link", ["folder", "dangling"])
+def test_new_never_writes_through_a_link(project, capsys, tmp_path, link):
+    """`kernels/<mechanism>` a link to a folder outside: the files were written there, then removed; a
+    dangling link at a file's path: a FileExistsError traceback (an adversarial review)."""
+    outside = tmp_path / "outside"
+    outside.mkdir()
+    if link == "folder":
+        (project / "kernels" / "scan_demo").symlink_to(outside, target_is_directory=True)
+        shown = "kernels/scan_demo: a symbolic link"
+    else:
+        (project / "claims" / "scan-demo.yaml").symlink_to(tmp_path / "nowhere.yaml")
+        shown = "claims/scan-demo.yaml: already exists"
+    assert main(["--root", str(project), "new", "scan-demo"]) == 2
+    err = capsys.readouterr().err
+    assert shown in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err
+    assert list(outside.iterdir()) == [] and not (tmp_path / "nowhere.yaml").exists()
+
+
 def test_new_without_the_default_entry_asks_for_one(project, capsys):
     (project / "LIST.md").write_text("# L\n\n## S\n\n- Something - else.\n")
     assert main(["--root", str(project), "new", "scan-demo"]) == 2

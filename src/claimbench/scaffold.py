@@ -10,6 +10,7 @@ reference, baseline) and `kernels/<mechanism>/kernel.py` (the kernel), the test 
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass
 from importlib import resources
@@ -85,9 +86,14 @@ def plan(root: Path, claim_id: str, device: str = "cpu", *, entry: Optional[str]
                          "run from the project or pass --root")
     entry = _entry(root, entry)
     sc = Scaffold(claim_id, mech, device, entry)
-    existing = [rel for rel in sc.files() if (root / rel).exists()]
-    if existing:
-        raise UsageError(f"{existing[0]}: already exists; choose another id or --mechanism, or remove it")
+    for rel in sc.files():  # every folder on the way, then the file: never through a link (written outside
+        # the project, then removed, before) and never over a dangling one (a traceback before)
+        for part in [*reversed(Path(rel).parents)][1:]:
+            if (root / part).is_symlink():
+                raise UsageError(f"{part}: a symbolic link; `new` writes only into the project's own folders; "
+                                 "replace it with a folder, or choose another --mechanism")
+        if os.path.lexists(root / rel):
+            raise UsageError(f"{rel}: already exists; choose another id or --mechanism, or remove it")
     return sc
 
 
