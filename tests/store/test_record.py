@@ -79,6 +79,8 @@ def test_record_reads_top_down_samples_last():
     # text no runner writes: a 6 MB machine name cost publish and audit 850 MB, a 60 MB reason `table` 7.5 GB
     (lambda d: d.update(hardware={"device": "cpu", "cpu": {"model": "EPYC" + "x" * 600}}),
      "hardware: a name longer than 512 characters"),
+    (lambda d: d.update(hardware={"device": "cpu", "cpu": {"model": "AMD E\u0420YC 9654"}}),
+     "hardware: the name 'AMD E\\u0420YC 9654' is not printable ASCII"),
     (lambda d: d.update(reason="r" * 8193), "reason: longer than 8192 characters"),
     (lambda d: d.update(blockers=["b" * 8193]), "blockers: longer than 8192 characters"),
 ])

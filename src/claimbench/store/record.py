@@ -218,6 +218,11 @@ def _insane(r: Record) -> Optional[str]:
                  *(v for g in hw.get("gpus") or () for v in g.values())]
         if any(isinstance(v, str) and len(v) > MAX_NAME for v in names):
             return f"hardware: a name longer than {MAX_NAME} characters; the runner writes what the machine reports"
+        # a CPU's or GPU's name, as the machine reports it, is printable ASCII: "EРYC" with a Cyrillic Р
+        # looked like the EPYC it was not, and kept a forged number listed beside the real machine's
+        odd = next((v for v in names if isinstance(v, str) and not (v.isascii() and v.isprintable())), None)
+        if odd is not None:
+            return f"hardware: the name {ascii(odd)[:80]} is not printable ASCII, as every machine reports its own"
     if (long := _long_text(r)) is not None:
         return f"{long}: longer than {MAX_TEXT} characters; more than the runner writes"
     for name, t in (("kernel", r.kernel), ("baseline", r.baseline)):
