@@ -9,6 +9,7 @@ from hypothesis import strategies as st
 
 from claimbench.report.publish import publish
 from claimbench.report.trail import show_provenance, show_record
+from claimbench.store.record import RecordError
 
 
 @pytest.fixture
@@ -75,11 +76,16 @@ def test_record_shows_software_and_cores(tree):
 def test_record_text_is_terminal_safe(tmp_path):
     root = rk.copy_tree(tmp_path / "proj")
     rec = rk.build(root, "softmax-online", kernel_us=150, baseline_us=240)
+    # a machine name that is not printable ASCII is refused when read (no machine reports one)
     hw = {**rec.hardware, "name": "H200\x1b]0;owned\x07", "gpus": [{"name": "\u202eH200"}]}
-    path = rk.write(root, rec.model_copy(update={"hardware": hw}))
+    with pytest.raises(RecordError, match="not printable ASCII"):
+        show_record(rk.write(root, rec.model_copy(update={"hardware": hw})))
+    # text that may hold any character is shown safely
+    path = rk.write(root, rec.model_copy(update={"reason": rec.reason + " \x1b]0;owned\x07 \u202eH200",
+                                                 "created_utc": "2026-11-01T11:00:00.000000Z"}))
     text = show_record(path)
     assert "\x1b" not in text and "\x07" not in text and "\u202e" not in text
-    assert "hardware   H200\ufffd]0;owned\ufffd" in text
+    assert "\ufffd]0;owned\ufffd" in text
 
 
 def test_a_number_without_a_floor_says_none_applied(tmp_path):
