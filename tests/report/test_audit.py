@@ -428,3 +428,18 @@ def test_a_record_whose_processes_are_lopsided_is_refused_not_bootstrapped_for_m
                                            "processes": [0] * 300 + list(range(1, 301))})
     bad = rec.model_copy(update=sides)
     assert any(k == "verdict" and "a resample would draw" in m for k, m in check_record(bad)), check_record(bad)
+
+
+def test_a_verified_cpu_record_without_the_protocol_8_figures_was_relabelled():
+    """A protocol-5 CPU record relabelled 8 with a one-character edit was published with `audit` clean (an
+    adversarial review): every CPU run of protocol 8 or later counts interrupts and times the refresh null
+    calls before it can verify, so a verified CPU record without those figures is refused."""
+    good = rk.build(rk.FIXTURE, "softmax-online", kernel_us=150, baseline_us=240)
+    cpu = {**good.protocol, "device": "cpu"}
+    figures = {"irq": {"kernel": 10, "baseline": 11}, "irq_wall_us": {"kernel": 9e4, "baseline": 9e4},
+               "refresh": {"kernel": {"median_us": 50.0}, "baseline": {"median_us": 48.0}}}
+    keys = lambda r: {k for k, _ in check_record(r)}  # noqa: E731
+    assert "protocol.bracket" in keys(good.model_copy(update={"protocol": cpu}))
+    assert "protocol.bracket" not in keys(good.model_copy(update={"protocol": {**cpu, "bracket": figures}}))
+    assert "protocol.bracket" not in keys(good.model_copy(update={"protocol": cpu, "protocol_version": 7}))
+    assert "protocol.bracket" not in keys(good)  # a GPU record: neither rule applies there

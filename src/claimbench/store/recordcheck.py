@@ -89,6 +89,18 @@ def _intrinsic(rec: Record) -> list[tuple[str, str]]:
             if getattr(rec, name) is None:
                 out.append((name, f"is missing, but every runner of protocol {MIN_PROTOCOL_VERSION} or later "
                                   "copies the claim's block into its record: removed by hand?"))
+    if rec.verdict == Status.VERIFIED.value and rec.protocol_version >= 8 and isinstance(rec.protocol, dict) \
+            and rec.protocol.get("device") == "cpu":
+        # a CPU run of protocol 8 or later counts the interrupts and times the refresh null calls of both
+        # sides, and cannot verify without them; a record without them was written under an older
+        # protocol and relabelled (a one-character edit published a protocol-5 number: an adversarial review)
+        bracket = rec.protocol.get("bracket")
+        held = bracket if isinstance(bracket, dict) else {}
+        missing = [k for k in ("irq", "irq_wall_us", "refresh") if not held.get(k)]
+        if missing:
+            out.append(("protocol.bracket", f"has no {', '.join(missing)}, which every CPU run of protocol 8 or "
+                                            f"later measures before it can verify; the record says protocol "
+                                            f"{rec.protocol_version}: relabelled from an older one?"))
     spec, hw = rec.hardware_spec or {}, rec.hardware or {}
     if rec.hardware_match and spec:
         # the device the verdict's rules read: a CPU claim's record saying "cuda" skipped the
