@@ -91,7 +91,7 @@ def test_new_never_overwrites(project, capsys):
     assert not (project / "claims" / "scan-demo.yaml").exists()
 
 
-@pytest.mark.parametrize("link", ["folder", "dangling"])
+@pytest.mark.parametrize("link", ["folder", "dangling", "file"])
 def test_new_never_writes_through_a_link(project, capsys, tmp_path, link):
     """`kernels/<mechanism>` a link to a folder outside: the files were written there, then removed; a
     dangling link at a file's path: a FileExistsError traceback (an adversarial review)."""
@@ -100,9 +100,12 @@ def test_new_never_writes_through_a_link(project, capsys, tmp_path, link):
     if link == "folder":
         (project / "kernels" / "scan_demo").symlink_to(outside, target_is_directory=True)
         shown = "kernels/scan_demo: a symbolic link"
-    else:
+    elif link == "dangling":
         (project / "claims" / "scan-demo.yaml").symlink_to(tmp_path / "nowhere.yaml")
         shown = "claims/scan-demo.yaml: already exists"
+    else:  # a file where a folder goes: a NotADirectoryError traceback before
+        (project / "kernels" / "scan_demo").write_text("mine\n")
+        shown = "kernels/scan_demo: a file where `new` needs a folder"
     assert main(["--root", str(project), "new", "scan-demo"]) == 2
     err = capsys.readouterr().err
     assert shown in err and "Traceback" not in err and len(err.strip().splitlines()) == 1, err

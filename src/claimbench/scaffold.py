@@ -92,6 +92,8 @@ def plan(root: Path, claim_id: str, device: str = "cpu", *, entry: Optional[str]
             if (root / part).is_symlink():
                 raise UsageError(f"{part}: a symbolic link; `new` writes only into the project's own folders; "
                                  "replace it with a folder, or choose another --mechanism")
+            if os.path.lexists(root / part) and not (root / part).is_dir():
+                raise UsageError(f"{part}: a file where `new` needs a folder; move it, or choose another --mechanism")
         if os.path.lexists(root / rel):
             raise UsageError(f"{rel}: already exists; choose another id or --mechanism, or remove it")
     return sc

@@ -96,3 +96,31 @@ def test_a_csv_cell_never_opens_as_a_formula(results):
     row = next(r for r in rows if r["record"].endswith(path.name))
     assert row["hardware"].startswith("'=HYPERLINK")
     assert all(not v.startswith(("=", "+", "@")) for r in rows for v in r.values())
+
+
+def test_an_index_that_git_tracks_is_not_believed_by_table_show_or_site(tmp_path, capsys):
+    """A committed `results/index.jsonl` with one line's value forged (path, size and sha256 kept) showed
+    9.87x for a 1.62x record in `site`, `table` and `show` (an adversarial review); `publish` and `audit`
+    already ignored it. Every reader of the index now reads the records instead, and leaves the file be."""
+    import json
+
+    import recordkit as rk
+
+    from claimbench.cli import main
+    from claimbench.store.index import INDEX_NAME, read_index
+
+    root, _ = rk.standard_tree(tmp_path / "proj")
+    read_index(root / "results")  # writes the index
+    index = root / "results" / INDEX_NAME
+    lines = [json.loads(x) for x in index.read_text().splitlines()]
+    target = next(d for d in lines if d.get("value") and 1.6 < d["value"] < 1.65)
+    target.update(value=9.87, ci_low=9.80, ci_high=9.95, published_value=9.87)
+    index.write_text("".join(json.dumps(d) + "\n" for d in lines))
+    forged = index.read_bytes()
+    rk.git(root, "add", "-f", f"results/{INDEX_NAME}")
+    rk.commit_all(root, "an index")
+    capsys.readouterr()
+    assert main(["--root", str(root), "table", "--format", "csv"]) == 0
+    out = capsys.readouterr().out
+    assert "9.87" not in out and "1.62" in out, out
+    assert index.read_bytes() == forged  # tracked: read past, never rewritten

@@ -67,7 +67,7 @@ def test_a_link_definition_turning_the_published_interval_into_a_link(published)
     _, text = published
     edited = text + "\n[1.61, 1.63]: https://evil.example/reproduced-on-h100.json\n"
     (got,) = hazards(edited)
-    assert got[0] == _line(edited, "[1.61, 1.63]: https://") and "turns the published text into a link" in got[1]
+    assert got[0] == _line(edited, "[1.61, 1.63]: https://") and "a link reference definition" in got[1]
 
 
 @pytest.mark.parametrize("fake", [
@@ -86,7 +86,7 @@ def test_an_encoded_mention_of_the_records_folder(published):
     _, text = published
     edited = text.replace("hand-written text stays.", "hand-written text stays. [r](https://github.com/o/r/blob/main/"
                           "results%2Frecords/mla/x.json)", 1)
-    assert any("percent- or entity-encoded" in why for _, why in hazards(edited))
+    assert any("encoded or through a dotted path" in why for _, why in hazards(edited))
 
 
 def test_what_is_fine_stays_fine():

@@ -126,3 +126,26 @@ def test_a_number_json_cannot_carry_as_itself_is_one_located_problem(text, why):
 def test_the_largest_numbers_json_carries_are_kept():
     doc = parse_document(b"workload:\n  params: {a: 18446744073709551615, b: -9223372036854775808, c: 1.0e+308}\n", "c.yaml")
     assert doc.data["workload"]["params"] == {"a": 2**64 - 1, "b": -2**63, "c": 1.0e308}
+
+
+def test_a_claim_linked_to_a_device_is_refused_unread(tmp_path):
+    """`site` globbed claims/*.yaml and read each whole: a claim committed as a link to /dev/zero took it
+    to 24 GB (an adversarial review; /dev/zero's size says 0). Every claim is read through the bounded
+    reader now: never through a link, a regular file only, at most 1 MiB."""
+    import subprocess
+    import sys
+
+    import recordkit as rk
+
+    from claimbench.spec.yamlsafe import YamlRejected, load_document
+
+    link = tmp_path / "zero.yaml"
+    link.symlink_to("/dev/zero")
+    with pytest.raises(YamlRejected, match="a symlink"):
+        load_document(link)
+    root, _ = rk.standard_tree(tmp_path / "proj")
+    (root / "claims" / "zero.yaml").symlink_to("/dev/zero")
+    guard = "import resource; resource.setrlimit(resource.RLIMIT_AS, (3 << 30, 3 << 30)); "  # never 24 GB here
+    code = guard + f"from claimbench.cli import main; raise SystemExit(main(['--root', {str(root)!r}, 'site']))"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert p.returncode in (0, 1) and "MemoryError" not in p.stderr and "Traceback" not in p.stderr, p.stderr[-2000:]

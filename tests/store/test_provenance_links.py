@@ -42,3 +42,18 @@ def test_a_link_made_by_hand_is_the_users_own(tmp_path):
     root, _ = rk.standard_tree(tmp_path / "proj")
     (root / "results" / "runs").symlink_to(tmp_path, target_is_directory=True)
     assert tracked_links(root, root / "results") == []
+
+
+def test_a_tracked_link_above_the_results_folder_stops_publish(tmp_path, capsys):
+    """`data -> /outside` committed, then `publish --results data/results`: nothing under data/results is
+    tracked, and publish wrote its index and caches outside the project (an adversarial review)."""
+    root, _ = rk.standard_tree(tmp_path / "proj")
+    outside = tmp_path / "outside"
+    (outside / "results").mkdir(parents=True)
+    (root / "data").symlink_to(outside, target_is_directory=True)
+    rk.git(root, "add", "data")
+    rk.commit_all(root, "a link")
+    assert tracked_links(root, root / "data" / "results") == ["data"]
+    assert main(["--root", str(root), "publish", "--results", str(root / "data" / "results")]) == 2
+    assert "data: a symbolic link that git tracks" in capsys.readouterr().err
+    assert [p for p in outside.rglob("*") if p.is_file()] == []

@@ -27,7 +27,7 @@ _INLINE = re.compile(r"(?P<code>`{1,16})(?P<ctext>[^\n]{1,500}?)(?P=code)|\[(?P<
 _MARKER_OPEN = re.compile(r"<!--\s*claimbench:")
 _MARKER_CLOSE = re.compile(r"<!--\s*/claimbench\s*-->")
 _ITEM = re.compile(r"^(?P<indent>\s*)(?P<mark>[-*+]|\d{1,9}[.)])\s+(?P<body>.*)$")
-_FENCE = re.compile(r"^\s{0,3}(```+|~~~+)")
+_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # as spec/listing.py reads a fence
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 
 
@@ -128,14 +128,17 @@ def blocks(text: str, heading_lines: dict[int, tuple[int, str]]) -> list[_Block]
     fence = ""
     seen: dict[str, int] = {}
     for n, line in enumerate(text.split("\n"), start=1):
-        if fence:
-            if line.strip().startswith(fence):
+        if fence:  # closed as the list parser closes it (listing.fenced): the two never disagree on a line
+            m = _FENCE.match(line)
+            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line[m.end():].strip():
                 fence, cur = "", None
             else:
                 assert cur is not None  # the code block the fence opened
                 cur.lines.append(line)
             continue
         m = _FENCE.match(line)
+        if m and m.group(1)[0] == "`" and "`" in line[m.end():]:  # not a fence (CommonMark)
+            m = None
         if m:
             fence, cur = m.group(1), _Block("code")
             out.append(cur)

@@ -14,84 +14,116 @@ the two differ with `audit` clean:
   `results%2Frecords` and look-alike markers around it, was checked by nothing;
 - bidirectional overrides and zero-width characters change what a line shows without changing what
   it says.
-Each is a located problem in `audit`, named with its line.
+A second review went around the first rules with raw HTML (a fence hidden in a comment switched
+every check off for the lines after it; `</li><li>` made a new bullet; an unclosed `<a href>` linked the
+number), entities (`&#91;` for a bracket, `&#8238;` for a direction override), a definition inside a
+blockquote, text on the next line (it renders in the same paragraph, after the number), a hair space
+before a region, a long run of digits (the first number check took time that grew with its square).
+So the rules are by family: the list outside its marker regions is Markdown without raw HTML,
+entities or link definitions, a region ends its paragraph, and a number is looked for in the text a
+reader sees (escapes undone, invisible marks removed). Each is a located problem in `audit`.
 """
 
 from __future__ import annotations
 
 import html
+import posixpath
 import re
 import unicodedata
 from urllib.parse import unquote
 
-from claimbench.spec.listing import blank_code, fenced
+from claimbench.spec.listing import blank_code, fenced, unclosed_fence
 from claimbench.spec.markers import regions
 
 _OPEN = "<!-- claimbench:"
-# a value, its unit and an interval as publish writes them (3.50× [3.32, 3.65], 640 TFLOP/s [637, 642],
-# 85% [85, 86], 12.3 µs [12.2, 12.3]), escaped brackets too
-_NUMBER = re.compile(r"\d(?:[\d.,]*\d)?\s*(?:[^\s\[\]\d]{1,12}\s*)?\\?\[\s*-?\d[\d.,]*\s*,\s*-?\d[\d.,]*\s*\\?\]")
-_REFDEF = re.compile(r"^ {0,3}\[((?:[^\[\]\\]|\\.){1,999})\]:")
-_BRACKETED = re.compile(r"\[([^\[\]]{1,200})\]")
-_ALLOWED_CONTROLS = {"\t", "\n", "\r"}
+_MAINTAINERS = {"<!-- maintainers -->", "<!-- /maintainers -->"}  # whole lines: notes for the list's editors
+_HTML = re.compile(r"<[A-Za-z/!?]")  # a tag, a closing tag, a comment or declaration, a processing instruction
+_ENTITY = re.compile(r"&(?:#[0-9]{1,8}|#[xX][0-9a-fA-F]{1,8}|[A-Za-z][A-Za-z0-9]{1,40});")
+# an interval as publish writes it ([3.32, 3.65]); the number and unit before it are looked for in a short
+# window, so the scan is linear whatever the line holds (a run of digits made the first version quadratic)
+_INTERVAL = re.compile(r"\[\s*-?\d[\d.,]*\s*,\s*-?\d[\d.,]*\s*\]")
+_LEAD = re.compile(r"\d[^\s\[\]]{0,12}(?:\s{1,3}[^\s\[\]]{1,12})?\s{0,3}$")
+_ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
+# a line that starts a block of its own, so it does not continue the paragraph of the line before
+_NEW_BLOCK = re.compile(r"^\s*$|^ {0,3}(?:[-*+]|\d{1,9}[.)])(?:\s|$)|^ {0,3}(?:#{1,6}(?:\s|$)|>|`{3,}|~{3,}|[-*_](?:\s*[-*_]){2,}\s*$)")
+_SPACES = {" ", "\u00a0"}
 
 
 def hazards(text: str, records_folder: str = "results/records/") -> list[tuple[int, str]]:
     """(line, why) for each place the list would render otherwise than claimbench reads it."""
     out: list[tuple[int, str]] = []
-    lines = text.removeprefix("\ufeff").split("\n")  # a byte-order mark at the start is the reader's to strip
-    labels: dict[str, int] = {}
-    region_texts: list[str] = []
-    stripped = [raw[:-1] if raw.endswith("\r") else raw for raw in lines]
-    for i, (line, code) in enumerate(zip(stripped, fenced(stripped)), start=1):
+    lines = [raw[:-1] if raw.endswith("\r") else raw
+             for raw in text.removeprefix("\ufeff").split("\n")]  # a leading byte-order mark is the reader's to strip
+    code = fenced(lines)
+    if (opened := unclosed_fence(lines)) is not None:
+        out.append((opened, "a code fence that never closes: GitHub ends it with its list item or quote, claimbench "
+                            "at the end of the list, so the two read every line after it differently; close it"))
+    folder = records_folder.casefold()
+    after_region = False
+    for i, (line, in_code) in enumerate(zip(lines, code), start=1):
         if "\r" in line:
             out.append((i, "a carriage return without a line feed: GitHub ends a line there and claimbench does "
                            "not, so the two read different entries; use plain line ends"))
-        odd = sorted({c for c in line if _invisible(c)})
+        odd = sorted({c for k, c in enumerate(line) if _invisible(c, line[k - 1] if k else "")})
         if odd:
             names = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'control')}" for c in odd[:3])
-            out.append((i, f"holds {names}: an invisible or direction-changing character changes what the line "
-                           "shows without changing what it says; remove it"))
-        if code:
+            out.append((i, f"holds {names}: an invisible, direction-changing or look-alike space or mark changes "
+                           "what the line shows without changing what it says; remove it"))
+        if in_code:
+            after_region = False
             continue
+        if after_region and not _NEW_BLOCK.match(line):
+            out.append((i, "continues the paragraph of the line above, so GitHub shows it right after that line's "
+                           "published number; leave a blank line, or start a new entry"))
         masked = blank_code(line)  # markers and numbers shown in code spans are text
         found = regions(masked) if _OPEN in masked else []
         for r in found:
-            before = line[r.start - 1] if r.start else ""
-            after = line[r.end:]
-            if before and not before.isspace():
-                out.append((i, f"{before!r} touches the claimbench marker region: it reads as part of the "
-                               "published number; leave a space before the region"))
-            if after.strip():
+            if r.start and line[r.start - 1] != " ":
+                out.append((i, f"{line[r.start - 1]!r} touches the claimbench marker region: it reads as part of "
+                               "the published number; publish leaves one plain space before the region"))
+            if line[r.end:].strip():
                 out.append((i, "text after the claimbench marker region reads as part of the published number; "
                                "the region ends its line, so move the text before it"))
-            region_texts.append(line[r.content[0]:r.content[1]])
+        after_region = bool(found)
         outside = _outside(masked, found)
-        if _NUMBER.search(outside):
-            out.append((i, "a number in claimbench's format outside every marker region: only `claimbench "
-                           "publish` writes those, between its markers; remove it"))
-        decoded = unquote(html.unescape(outside)).casefold()
-        if records_folder.casefold() in decoded and records_folder.casefold() not in outside.casefold():
-            out.append((i, f"names {records_folder} outside the markers, percent- or entity-encoded: numbers and "
-                           "their records are written only by claimbench publish; remove it"))
-        m = _REFDEF.match(line)
-        if m:
-            labels.setdefault(_label(m.group(1)), i)
-    for text_in_region in region_texts:
-        for m in _BRACKETED.finditer(text_in_region):
-            at = labels.get(_label(m.group(1)))
-            if at is not None:
-                out.append((at, f"a link definition for [{m.group(1)}], text a marker region shows: it turns the "
-                                "published text into a link; remove the definition"))
+        out += [(i, why) for why in _outside_problems(line, outside, folder)]
     return sorted(set(out))
 
 
-def _invisible(c: str) -> bool:
-    """Format characters (bidirectional controls, zero-width ones, a soft hyphen), other controls, and
-    line or paragraph separators; a byte-order mark too, anywhere but the start, which the reader strips."""
-    if c in _ALLOWED_CONTROLS:
+def _outside_problems(line: str, outside: str, folder: str) -> list[str]:
+    """What the text outside the marker regions (code spans blanked) shows otherwise than it says."""
+    out = []
+    if line.strip() not in _MAINTAINERS and _HTML.search(outside):
+        out.append("raw HTML outside the markers (a tag or a comment): GitHub renders it and claimbench reads "
+                   "it as text, so the two disagree on what the line shows; the list uses Markdown only")
+    if _ENTITY.search(outside):
+        out.append("an HTML entity outside the markers: GitHub shows the character it names, claimbench the "
+                   "entity; write the character itself")
+    if "]:" in outside:
+        out.append("a link reference definition, or text that reads as one: it can turn text a marker region "
+                   "shows into a link; the list writes its links inline")
+    seen = "".join(c for c in _ESCAPE.sub(r"\1", outside) if unicodedata.category(c) not in ("Mn", "Me", "Cf"))
+    if any(_LEAD.search(seen, max(0, m.start() - 20), m.start()) for m in _INTERVAL.finditer(seen)):
+        out.append("a number in claimbench's format outside every marker region: only `claimbench publish` "
+                   "writes those, between its markers; remove it")
+    # the line's paths as the reader's browser resolves them (a/./b, a//b and a/x/../b are a/b); normpath
+    # splits the whole line on "/", which mangles the prose around them, but only the folder is looked for
+    decoded = posixpath.normpath(unquote(html.unescape(outside))).casefold() + "/"
+    if folder in decoded and folder not in outside.casefold():
+        out.append(f"names {folder} outside the markers, encoded or through a dotted path: numbers and their "
+                   "records are written only by claimbench publish; remove it")
+    return out
+
+
+def _invisible(c: str, before: str) -> bool:
+    """Format characters (bidirectional controls, zero-width ones, a soft hyphen), other controls, line or
+    paragraph separators, spaces other than the plain and the no-break one (a hair space reads as none),
+    and a combining mark on a plain character (a grapheme joiner inside a number hides it from a search)."""
+    if c in "\t\r":  # a carriage return has its own message
         return False
-    return unicodedata.category(c) in ("Cf", "Cc", "Zl", "Zp")
+    cat = unicodedata.category(c)
+    return cat in ("Cf", "Cc", "Zl", "Zp") or (cat == "Zs" and c not in _SPACES) or \
+        (cat in ("Mn", "Me") and before.isascii())
 
 
 def _outside(line: str, found) -> str:
@@ -104,8 +136,3 @@ def _outside(line: str, found) -> str:
         at = r.end
     parts.append(line[at:])
     return " ".join(parts)
-
-
-def _label(s: str) -> str:
-    """A link label as CommonMark matches it: case-folded, inner whitespace collapsed, escapes dropped."""
-    return " ".join(re.sub(r"\\(.)", r"\1", s).casefold().split())

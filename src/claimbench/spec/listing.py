@@ -313,18 +313,34 @@ def _entry_name(body: str) -> str | None:
 
 
 def fenced(lines: list[str]) -> list[bool]:
-    out, fence = [], ""
-    for line in lines:
+    """Whether each line is in a fenced code block (the fences included), by CommonMark's rules for a
+    fence at the top level: 0-3 spaces, three or more of one character, a backtick fence's info string
+    holding no backtick (CommonMark's rule: such a line is text, and an adversarial review hid the
+    entries after it from every check), closed by a run of the same character at least as long."""
+    return _fences(lines)[0]
+
+
+def unclosed_fence(lines: list[str]) -> int | None:
+    """The line (1-based) of a fence that never closes, or None: GitHub ends such a block with its
+    container (a list item), claimbench at the end of the list, so the two disagree on every line after."""
+    return _fences(lines)[1]
+
+
+def _fences(lines: list[str]) -> tuple[list[bool], int | None]:
+    out, fence, opened = [], "", None
+    for n, line in enumerate(lines, start=1):
         m = _FENCE.match(line) if "`" in line or "~" in line else None
         if fence:
             out.append(True)
             if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
                     and not line[m.end():].strip():
-                fence = ""
+                fence, opened = "", None
         else:
+            if m and m.group(1)[0] == "`" and "`" in line[m.end():]:
+                m = None
             out.append(bool(m))
-            fence = m.group(1) if m else ""
-    return out
+            fence, opened = (m.group(1), n) if m else ("", None)
+    return out, opened
 
 
 def _markdown_headings(lines, code) -> tuple[dict[int, tuple[int, str]], set[int]]:

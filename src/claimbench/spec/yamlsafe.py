@@ -18,6 +18,7 @@ from typing import Any
 
 import yaml
 
+from claimbench.spec.bounded import UnreadableFile, read_bytes
 from claimbench.spec.problem import Problem
 
 MAX_BYTES = 1 << 20
@@ -78,17 +79,13 @@ class YamlRejected(Exception):
 
 def load_document(path: str | Path, *, display: str | None = None) -> Document:
     """Read ``path`` strictly; raise ``YamlRejected`` with a located problem."""
-    p = Path(path)
     shown = display or str(path)
-    try:
-        size = p.stat().st_size
-    except OSError as e:
-        raise YamlRejected(Problem(shown, 1, "file", f"cannot read: {e.strerror}")) from None
-    if size > MAX_BYTES:
-        raise YamlRejected(Problem(
-            shown, 1, "file",
-            f"file is {size} bytes, over the 1 MiB limit for a claim; a claim is a short description"))
-    return parse_document(p.read_bytes(), shown)
+    try:  # the one bounded reader: a claim linked to /dev/zero took `site` to 24 GB (an adversarial review)
+        raw = read_bytes(path, limit=MAX_BYTES, what="claim")
+    except UnreadableFile as e:
+        why = str(e).removeprefix(f"{path}: ")
+        raise YamlRejected(Problem(shown, 1, "file", f"{why} (a claim is a short description, at most 1 MiB)")) from None
+    return parse_document(raw, shown)
 
 
 def parse_document(raw: bytes, shown: str) -> Document:

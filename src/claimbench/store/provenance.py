@@ -143,7 +143,11 @@ def tracked_links(root: Path, results_dir: Path) -> list[str]:
         rel = results_dir.absolute().relative_to(root.absolute()).as_posix()
     except ValueError:  # a results folder outside the project is the user's own choice
         return []
-    out = _git(root, "ls-files", "-s", "-z", "--", rel)
+    # the folders on the way too: with `data -> /outside` committed, `--results data/results` listed
+    # nothing under it and wrote there (an adversarial review)
+    above = [p.relative_to(root.absolute()).as_posix() for p in results_dir.absolute().parents
+             if p != root.absolute() and p.is_relative_to(root.absolute()) and p.is_symlink()]
+    out = _git(root, "ls-files", "-s", "-z", "--", rel, *above)
     links = []
     for entry in (out or "").split("\0"):
         meta, _, path = entry.partition("\t")
