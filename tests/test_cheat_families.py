@@ -122,10 +122,12 @@ CASES = {
                                reference="kernels/cheat/nan_reference_task.py:reference_rows"),
     # stealing the machine: the kernels are honest; the census must see what they changed
     "steal_hogs": Case("stealing the machine", POLICY, "verified", plain=True),
-    "steal_hogs_hidden": Case("stealing the machine", CAUGHT, "verified"),
+    # since protocol 10 a side's seccomp filter refuses setsid (machine/pinning.py): the hogs cannot leave the
+    # side's group and exit at once, and what is measured is the honest number, held below an unreachable claim
+    "steal_hogs_hidden": Case("stealing the machine", BENT, "verified", UNREACHABLE),
     "steal_affinity": Case("stealing the machine", POLICY, "verified", plain=True),
     # since protocol 8 a side's seccomp filter refuses the pinning itself (machine/pinning.py): the honest number
-    "steal_affinity_hidden": Case("stealing the machine", BENT, "verified"),
+    "steal_affinity_hidden": Case("stealing the machine", BENT, "verified", UNREACHABLE),
     "steal_threads": Case("stealing the machine", CAUGHT, "verified"),
     # run with one thread, it computes with two and the record says one
     "steal_threads_self": Case("stealing the machine", CAUGHT, "verified"),

@@ -491,10 +491,13 @@ def test_a_stopped_kernel_holding_timers_is_rejected_whatever_each_interrupt_cos
     interrupts on a kernel without IRQ time accounting); armed in the kernel's last untimed exchange, they
     fired into the baseline's timed calls: 1.67x and 2.05x verified for an honest 1.0x, the interrupt count
     at 580/s against 268/s, under its bound. A kernel or task side holding anything that fires while it is
-    stopped (timer, signal, io_uring or file-watch descriptors, POSIX timers) is rejected now."""
+    stopped (timer, signal, io_uring or file-watch descriptors, POSIX timers) was rejected (protocol 9,
+    `orchestrator/wakers.py`, `tests/orchestrator/test_wakers.py`); since protocol 10 a CPU side cannot make
+    the timers at all (machine/pinning.py), so the storm never starts and the honest product is measured."""
     out = _run_alone(cheat_root, write_claim(cheat_root, "epoll-storm", "epoll_storm", template=MATMUL, value="1.5"))
-    assert out.status == S.REJECTED, (out.status, out.reason)
-    assert "the kernel side" in out.reason and "timers" in out.reason and "fires on its own" in out.reason, out.reason
+    assert out.status != S.VERIFIED, (out.status, out.reason)
+    if out.value is not None and _quiet(out) and out.status != S.REJECTED:
+        assert out.value < 1.5 * 0.95, out.reason
 
 
 @_NEEDS_CXX
@@ -512,3 +515,30 @@ def test_work_in_the_refresh_null_hides_at_most_a_tenth_of_a_call_however_wide_t
     if out.value is not None and _quiet(out) and out.status != S.REJECTED:
         refresh = _record(out)["protocol"]["bracket"]["refresh"]
         assert refresh["kernel"]["median_us"] > refresh["baseline"]["median_us"], refresh
+
+
+@_NEEDS_CXX
+@pytest.mark.parametrize("name", ["scm_storm", "uring_storm"])
+def test_a_cpu_side_cannot_make_timers_to_hide_from_the_descriptor_scan(cheat_root, name):
+    """`scm_storm` and `uring_storm` (an adversarial review of protocol 9): `epoll_storm`'s timerfds, hidden
+    from the descriptor scan in a socket's in-flight SCM_RIGHTS message or an io_uring's registered file
+    table (the ring's own descriptor closed too): 1.66x and 1.60x verified for an honest 1.0x. A CPU side's
+    seccomp filter now refuses timerfd_create, signalfd, io_uring_setup, io_setup and the file watches."""
+    out = _run_alone(cheat_root, write_claim(cheat_root, name.replace("_", "-"), name, template=MATMUL, value="1.5"))
+    assert out.status != S.VERIFIED, (out.status, out.reason)
+    if out.value is not None and _quiet(out) and out.status != S.REJECTED:
+        assert out.value < 1.5 * 0.95, out.reason
+
+
+@_NEEDS_CXX
+@pytest.mark.parametrize("name", ["ghost_hog", "ghost_fork"])
+def test_a_helper_outside_the_sides_tree_cannot_leave_its_session(cheat_root, name):
+    """`ghost_hog` and `ghost_fork` (an adversarial review of protocol 9): a helper cloned with CLONE_PARENT
+    (or double-forked, so the fork server adopted it) called setsid once the side was loaded, and from then
+    on was in no side's group or tree: not frozen, not in any census, its CPU counted as the run's own. It
+    spun beside the baseline while the kernel side was stopped: 1.89x and 1.92x verified for an honest
+    1.0x. No side can leave its session now, and every process of the session is the side's."""
+    out = _run_alone(cheat_root, write_claim(cheat_root, name.replace("_", "-"), name, template=MATMUL, value="1.5"))
+    assert out.status != S.VERIFIED, (out.status, out.reason)
+    if out.value is not None and _quiet(out) and out.status != S.REJECTED:
+        assert out.value < 1.5 * 0.95, out.reason

@@ -1,5 +1,6 @@
-"""A side may not change which CPUs its threads run on: a seccomp filter, set in each side before its
-claim's code loads, answers `sched_setaffinity` with EPERM.
+"""A side may not change which CPUs its threads run on, nor leave its session: a seccomp filter, set in
+each side before its claim's code loads, answers `sched_setaffinity` and `setsid` with EPERM (and, in a
+CPU side, the calls that make what fires while it is stopped).
 
 Why: the orchestrator pins a CPU claim's kernel and baseline to the same cores (`orchestrate.side_cpus`)
 and reads every thread's affinity between rounds, while the side is stopped. In an adversarial review
@@ -24,11 +25,30 @@ _PR_SET_NO_NEW_PRIVS, _PR_SET_SECCOMP, _SECCOMP_MODE_FILTER = 38, 22, 2
 _RET_ALLOW, _RET_ERRNO = 0x7FFF0000, 0x00050000
 _LD_ABS_W, _JEQ_K, _RET_K = 0x20, 0x15, 0x06
 _ARCH_AT, _NR_AT = 4, 0  # offsets in struct seccomp_data
-# (audit arch, the system call numbers of sched_setaffinity under it)
-_X86_64 = (0xC000003E, (203, 0x40000000 | 203))
-_I386 = (0x40000003, (241,))
-_AARCH64 = (0xC00000B7, (122,))
+# (audit arch, the numbers of sched_setaffinity and setsid under it). A side is its own session from
+# its start (side/server.py calls setsid before this filter), and every process of that session is the
+# side's (`SideProcess.members`): a helper cloned with CLONE_PARENT (so outside the side's tree) that
+# called setsid ran beside the baseline while the kernel was stopped, and no census counted it (1.89x
+# verified, `ghost_hog`: an adversarial review). setpgid stays allowed: ninja puts each compile in a
+# group of its own (torch's extension loader), and a group cannot leave its session.
+_X86_64 = (0xC000003E, tuple(n | x32 for n in (203, 112) for x32 in (0, 0x40000000)))
+_I386 = (0x40000003, (241, 66))
+_AARCH64 = (0xC00000B7, (122, 157))
 _DENY = {"x86_64": (_X86_64, _I386), "aarch64": (_AARCH64,)}
+# A CPU side may not make what fires while it is stopped: timerfd_create, signalfd, signalfd4,
+# io_uring_setup, io_setup (AIO completions can wake an eventfd), inotify_init, inotify_init1 and
+# fanotify_init. Their expiries and wake-ups run on the core the side shares with the other, charged
+# to whichever is timed there: 4,500 epoll instances on each of 120 timers made every expiry 1 ms of
+# the baseline's time (`epoll_storm`, 2.05x verified), and reading the descriptor table to find them
+# was gone around by parking them in a socket's in-flight message or an io_uring's file table
+# (`scm_storm`, `uring_storm`: an adversarial review). None of torch, Triton or claimbench's side code
+# makes one. Numbers by ABI (x32's AIO setup has its own, 543).
+_EVENT_SOURCES = {
+    0xC000003E: tuple(n | x32 for n in (283, 282, 289, 425, 206, 253, 294, 300) for x32 in (0, 0x40000000))
+    + (0x40000000 | 543,),
+    0x40000003: (322, 321, 327, 425, 245, 291, 332, 338),
+    0xC00000B7: (85, 74, 425, 0, 26, 262),
+}
 
 
 class _Filter(ctypes.Structure):
@@ -39,13 +59,15 @@ class _Prog(ctypes.Structure):
     _fields_ = [("len", ctypes.c_ushort), ("filter", ctypes.POINTER(_Filter))]
 
 
-def program(machine: str) -> list[tuple[int, int, int, int]]:
-    """The filter's instructions for ``machine`` (`platform.machine()`), empty where none is known."""
+def program(machine: str, *, event_sources: bool = False) -> list[tuple[int, int, int, int]]:
+    """The filter's instructions for ``machine`` (`platform.machine()`), empty where none is known;
+    ``event_sources``: deny those too (a CPU side's)."""
     groups = _DENY.get(machine, ())
     if not groups:
         return []
     out: list[tuple[int, int, int, int]] = []
-    for arch, nrs in groups:
+    for arch, base in groups:
+        nrs = base + (_EVENT_SOURCES.get(arch, ()) if event_sources else ())
         # load arch; if it is not this one, skip the group: its load of nr, one test per number and its allow
         out.append((_LD_ABS_W, 0, 0, _ARCH_AT))
         out.append((_JEQ_K, 0, len(nrs) + 2, arch))
@@ -58,10 +80,11 @@ def program(machine: str) -> list[tuple[int, int, int, int]]:
     return [(code, deny - i - 1 if code == _JEQ_K and jt < 0 else jt, jf, k) for i, (code, jt, jf, k) in enumerate(out)]
 
 
-def install() -> str:
-    """Deny `sched_setaffinity` to this process and every thread it starts from now on; "" when done,
+def install(*, event_sources: bool = False) -> str:
+    """Deny `sched_setaffinity` and `setsid` (and with ``event_sources`` those) to this process and every thread and process it
+    starts from now on; "" when done,
     else why not (a machine with no known numbers, or a kernel that refused the filter)."""
-    insns = program(platform.machine())
+    insns = program(platform.machine(), event_sources=event_sources)
     if not insns:
         return f"no seccomp filter for {platform.machine()}: a side could move its threads to other CPUs"
     arr = (_Filter * len(insns))(*[_Filter(*x) for x in insns])

@@ -17,7 +17,7 @@ from typing import Any, Optional, Sequence
 from claimbench import __version__
 from claimbench.gate.srcgraph import claim_sources
 from claimbench.machine.hardware import Hardware, blockers
-from claimbench.orchestrator import interrupts, untimed
+from claimbench.orchestrator import interrupts, runwait, untimed
 from claimbench.orchestrator.job import BracketSummary, ClaimRun, Correctness
 from claimbench.orchestrator.protocol import PairTiming
 from claimbench.orchestrator.timed import RESOLUTION
@@ -210,8 +210,15 @@ def _interference(runs: Sequence[ClaimRun]) -> tuple[str, ...]:
         got = [b.irq.get(side) for b in timed]
         counts[side] = None if any(c is None for c in got) else sum(c or 0 for c in got)
         wall[side] = sum(b.irq_wall_us.get(side, 0.0) for b in timed)
+    waited: dict[str, Optional[float]] = {}
+    wait_wall: dict[str, float] = {}
+    for side in SIDES:
+        got_w = [b.waited_us.get(side) if b.wait_wall_us else None for b in timed]
+        waited[side] = None if any(w is None for w in got_w) else sum(w or 0.0 for w in got_w)
+        wait_wall[side] = sum(b.wait_wall_us.get(side, 0.0) for b in timed)
     why = [interrupts.blocker(counts, wall),
-           untimed.blocker([untimed.excess(b.refresh, b.kernel.median_bracket_us if b.kernel else None) for b in timed])]
+           untimed.blocker([untimed.excess(b.refresh, b.kernel.median_bracket_us if b.kernel else None) for b in timed]),
+           runwait.blocker(waited, wait_wall)]
     return tuple(x for x in why if x)
 
 

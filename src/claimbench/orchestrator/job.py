@@ -133,6 +133,10 @@ class BracketSummary:
     irq: dict[str, Optional[int]] = field(default_factory=dict)
     irq_wall_us: dict[str, float] = field(default_factory=dict)
     refresh: dict[str, dict[str, float]] = field(default_factory=dict)
+    # CPU (protocol 10): how long each side's threads waited for a core in its timed calls (None: a read
+    # failed) and the time that was read over (`orchestrator/runwait.py`)
+    waited_us: dict[str, Optional[float]] = field(default_factory=dict)
+    wait_wall_us: dict[str, float] = field(default_factory=dict)
 
     def side(self, role: str) -> Optional[SideBracket]:
         """``role``'s brackets; None when it was never timed."""

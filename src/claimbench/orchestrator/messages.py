@@ -353,6 +353,7 @@ class Spawn(_Msg):
     max_memory_bytes: Optional[int] = None     # RLIMIT_AS, for CPU sides (CUDA reserves address space)
     confine: Optional[Confine] = None          # the landlock sandbox: confined before it says Ready
     cwd: Optional[str] = None                  # the claim's project: a server may serve several (servers.py)
+    no_event_sources: bool = False             # a CPU side: may not make what fires while it is stopped (pinning.py)
 
 
 class Spawned(_Msg):

@@ -164,7 +164,8 @@ def _start(s: ClaimSession, job: Job, log_fd: int, *, say, found: _Found, coord,
     s.pinned_cpus = side_cpus(job) if group is None else None
     for role in ROLES:
         say(f"starting the {role} side")
-        s.sides[role] = side = s.server.spawn(role, env, log_fd=log_fd, max_memory_bytes=cpu_limit, root=job.root)
+        s.sides[role] = side = s.server.spawn(role, env, log_fd=log_fd, max_memory_bytes=cpu_limit, root=job.root,
+                                              no_event_sources=job.device == "cpu")
         side.freeze()
         if role != "task" and s.pinned_cpus is not None:
             census.pin([side.pid, *side.extra], s.pinned_cpus)

@@ -92,7 +92,7 @@ class ForkServer:
         return self.scratches[key]
 
     def spawn(self, role: m.Role, env: dict, *, log_fd: int, max_memory_bytes: Optional[int],
-              timeout_s: float = 60.0, root: Optional[Path] = None) -> "SideProcess":
+              timeout_s: float = 60.0, root: Optional[Path] = None, no_event_sources: bool = False) -> "SideProcess":
         """Fork a ``role`` side of a claim of ``root`` (default: the server's own) with its own channel and
         ``log_fd``, and wait for its `Ready`; a refusal by the server is a ProtocolError. Under bwrap the
         server sees only the project it started in, so it serves no other."""
@@ -110,7 +110,7 @@ class ForkServer:
             confine = None
         try:
             reply, fds = self.ctl.request(m.Spawn(role=role, env=env, max_memory_bytes=max_memory_bytes,
-                                                  confine=confine, cwd=str(root)),
+                                                  confine=confine, cwd=str(root), no_event_sources=no_event_sources),
                                           m.Spawned, fds=(theirs.fileno(), log_fd), timeout_s=timeout_s)
         except SideFailed as e:  # the server refused: the claim ends in error, with its words
             ours.close()
@@ -203,11 +203,13 @@ class SideProcess:
         self.handled_extra = 0
 
     def members(self, table: Optional[dict[int, census.Stat]] = None) -> list[int]:
-        """Every process of this side now: its process group and, by parent links, descendants that
-        left it. ``table`` is one `census.all_stats()` shared by the sides of one look (reading /proc
-        once per side made the census a fifth of the orchestrator's CPU time)."""
+        """Every process of this side now: its session (a side starts one, and may not leave it:
+        machine/pinning.py) and, by parent links, descendants. A process that left the side's tree
+        (cloned with CLONE_PARENT) and its group (setpgid) is still of its session. ``table`` is one
+        `census.all_stats()` shared by the sides of one look (reading /proc once per side made the
+        census a fifth of the orchestrator's CPU time)."""
         table = table if table is not None else census.all_stats()
-        group = [p for p, s in table.items() if s.pgid == self.pid]
+        group = [p for p, s in table.items() if s.sid == self.pid or s.pgid == self.pid]
         return sorted(set(census.tree([self.pid], table)) | set(group))
 
     def refresh(self, table: Optional[dict[int, census.Stat]] = None) -> list[int]:

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Literal, Optional
 
-from claimbench.orchestrator import census, interrupts, untimed
+from claimbench.orchestrator import census, interrupts, runwait, untimed
 from claimbench.orchestrator import messages as m
 from claimbench.orchestrator.coordinate import Solo
 from claimbench.orchestrator.job import BracketSummary, SideBracket
@@ -63,6 +63,10 @@ class Bracket:
     irq: dict = field(default_factory=lambda: {"kernel": 0, "baseline": 0})
     irq_wall_us: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})
     refresh_us: dict = field(default_factory=lambda: {"kernel": [], "baseline": []})
+    # CPU: how long each side's threads waited for a core in its timed exchanges (None once a read failed),
+    # and the time that was read over (`runwait`)
+    waited_us: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})
+    wait_wall_us: dict = field(default_factory=lambda: {"kernel": 0.0, "baseline": 0.0})
 
     def summary(self) -> BracketSummary:
         """The record's `bracket`: null calls, CPU use, per side the median bracket, side figure and event gap,
@@ -82,6 +86,8 @@ class Bracket:
             null_gap_us=self.null_us.get("kernel", 0.0) - self.null_us.get("baseline", 0.0) if both else None,
             violations=tuple(self.violations[:10]), synced=tuple(sorted(self.synced)),
             **({"irq": dict(self.irq), "irq_wall_us": dict(self.irq_wall_us)} if self.irq_wall_us["kernel"] else {}),
+            **({"waited_us": dict(self.waited_us), "wait_wall_us": dict(self.wait_wall_us)}
+               if self.wait_wall_us["kernel"] else {}),
             refresh=untimed.refresh_figures(self.refresh_us))
 
 
@@ -213,11 +219,16 @@ class RemoteTimer:
             self.bracket.refresh_us[side].append(refresh)
         self.coord.barrier()  # every rank's sample starts together: a collective waits for its slowest rank
         b = self.bracket
+        pid = self.s.sides[side].pid if cpu else 0
+        wait0 = runwait.waited_ns(pid) if cpu else None
         reply, bracket_us = self._exchange(side, m.Call(n=n, timed=timed, edits=edits))
         if cpu:
             irq1, had = interrupts.count(self.s.pinned_cpus), b.irq[side]
             b.irq[side] = None if had is None or irq0 is None or irq1 is None else had + irq1 - irq0
             b.irq_wall_us[side] += bracket_us + refresh
+            wait1, waited = runwait.waited_ns(pid), b.waited_us[side]
+            b.waited_us[side] = None if waited is None or wait0 is None or wait1 is None else waited + (wait1 - wait0) / 1e3
+            b.wait_wall_us[side] += bracket_us
         if self.device == "cpu":
             net = bracket_us - self._calibration(side)
             if net <= 0.0 and record:

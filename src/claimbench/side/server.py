@@ -112,7 +112,7 @@ def _fork_side(msg, fds: list[int], ctl_fd: int) -> int:
         sys.stdout = os.fdopen(1, "w", buffering=1)
         sys.stderr = os.fdopen(2, "w", buffering=1)
         confined = _confine(msg.confine, msg.role) if msg.confine is not None else 0
-        _pinned()
+        _pinned(msg.no_event_sources)
         from claimbench.side.main import serve
         serve(socket.socket(fileno=chan_fd), msg.role, confined=confined)
     except BaseException:
@@ -175,12 +175,13 @@ def _confine(spec, role: str) -> int:
         os._exit(71)
 
 
-def _pinned() -> None:
-    """No thread of this side may change its CPUs (machine/pinning.py): set before any claim code loads. A
-    side that cannot say so exits here, as one that cannot confine itself does."""
+def _pinned(no_event_sources: bool) -> None:
+    """No thread of this side may change its CPUs or leave its process group, and a CPU side may not make
+    what fires while it is stopped (machine/pinning.py): set before any claim code loads. A side that
+    cannot say so exits here, as one that cannot confine itself does."""
     from claimbench.machine import pinning
 
-    why = pinning.install()
+    why = pinning.install(event_sources=no_event_sources)
     if why:
         print(f"the side could not lock its CPU affinity: {why}", file=sys.stderr, flush=True)
         os._exit(71)
