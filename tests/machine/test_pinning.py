@@ -12,6 +12,23 @@ import pytest
 from claimbench.machine import pinning
 
 
+def _in_child(body) -> int:
+    """``body()`` in a forked child, as a side runs after its fork (the filter stays there); its code, or 1."""
+    r, w = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        code = 1
+        try:
+            code = body()
+        finally:
+            os.write(w, bytes([code]))
+            os._exit(0)
+    os.close(w)
+    got = os.read(r, 1)
+    os.waitpid(pid, 0)
+    return got[0] if got else 1
+
+
 def test_each_known_machine_has_a_program_and_its_jumps_land_inside_it():
     for machine in ("x86_64", "aarch64"):
         insns = pinning.program(machine)
@@ -25,31 +42,24 @@ def test_each_known_machine_has_a_program_and_its_jumps_land_inside_it():
 @pytest.mark.skipif(platform.machine() not in ("x86_64", "aarch64") or len(os.sched_getaffinity(0)) < 2,
                     reason="needs a machine the filter knows and two CPUs")
 def test_after_install_no_thread_can_change_its_cpus_and_others_still_can():
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child installs it, as a side does after its fork
-        code = 1
-        try:
-            out: list[str] = []
-            if pinning.install() == "":
-                def move():
-                    try:
-                        os.sched_setaffinity(0, {0})
-                        out.append("moved")
-                    except PermissionError:
-                        out.append("refused")
-                t = threading.Thread(target=move)
-                t.start()
-                t.join()
-                move()
-                code = 0 if out == ["refused", "refused"] else 2
-        finally:
-            os.write(w, bytes([code]))
-            os._exit(0)
-    os.close(w)
-    got = os.read(r, 1)
-    os.waitpid(pid, 0)
-    assert got == bytes([0]), got
+    def body() -> int:
+        out: list[str] = []
+        if pinning.install() != "":
+            return 1
+
+        def move():
+            try:
+                os.sched_setaffinity(0, {0})
+                out.append("moved")
+            except PermissionError:
+                out.append("refused")
+        t = threading.Thread(target=move)
+        t.start()
+        t.join()
+        move()
+        return 0 if out == ["refused", "refused"] else 2
+
+    assert _in_child(body) == 0
     before = os.sched_getaffinity(0)
     os.sched_setaffinity(0, before)  # this process, which installed nothing, still can
 
@@ -59,31 +69,23 @@ def test_after_install_no_process_can_leave_the_session_but_may_start_a_group():
     """A helper cloned with CLONE_PARENT called setsid and ran beside the baseline while the kernel side was
     stopped, and no census counted it (1.89x verified, `ghost_hog`). Under the filter nothing the side
     starts can leave its session; setpgid stays (ninja gives each compile a group of its own)."""
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            os.setsid()  # as the fork server's child does before the filter
-            if pinning.install() == "":
-                kid = os.fork()
-                if kid == 0:  # a process it starts, no group leader (so only the filter can refuse setsid)
-                    try:
-                        os.setsid()
-                        os._exit(3)
-                    except PermissionError:
-                        pass
-                    os.setpgid(0, 0)  # a group of its own, in the same session
-                    os._exit(0 if os.getsid(0) == os.getppid() else 4)
-                _, status = os.waitpid(kid, 0)
-                code = 0 if os.waitstatus_to_exitcode(status) == 0 else 2
-        finally:
-            os.write(w, bytes([code]))
-            os._exit(0)
-    os.close(w)
-    got = os.read(r, 1)
-    os.waitpid(pid, 0)
-    assert got == bytes([0]), got
+    def body() -> int:
+        os.setsid()  # as the fork server's child does before the filter
+        if pinning.install() != "":
+            return 1
+        kid = os.fork()
+        if kid == 0:  # a process it starts, no group leader (so only the filter can refuse setsid)
+            try:
+                os.setsid()
+                os._exit(3)
+            except PermissionError:
+                pass
+            os.setpgid(0, 0)  # a group of its own, in the same session
+            os._exit(0 if os.getsid(0) == os.getppid() else 4)
+        _, status = os.waitpid(kid, 0)
+        return 0 if os.waitstatus_to_exitcode(status) == 0 else 2
+
+    assert _in_child(body) == 0
 
 
 @pytest.mark.skipif(platform.machine() != "x86_64", reason="the raw numbers below are x86_64's")
@@ -100,25 +102,15 @@ def test_a_cpu_side_cannot_make_what_fires_while_it_is_stopped(cpu_side):
         "timerfd_create": (283, (1, 0)), "signalfd4": (289, (-1, 0, 8, 0)), "inotify_init1": (294, (0,)),
         "fanotify_init": (300, (0, 0)), "io_uring_setup": (425, (1, 0)), "io_setup": (206, (1, 0)),
     }
-    r, w = os.pipe()
-    pid = os.fork()
-    if pid == 0:
-        code = 1
-        try:
-            if pinning.install(event_sources=cpu_side) == "":
-                refused = []
-                for name, (nr, args) in calls.items():
-                    ctypes.set_errno(0)
-                    got = libc.syscall(nr, *args)
-                    if got == -1 and ctypes.get_errno() == 1:  # EPERM: the filter's answer
-                        refused.append(name)
-                natural = {"fanotify_init"}  # EPERM without CAP_SYS_ADMIN, filter or none
-                code = 0 if (sorted(refused) == sorted(calls)) == cpu_side and \
-                    (cpu_side or not set(refused) - natural) else 2
-        finally:
-            os.write(w, bytes([code]))
-            os._exit(0)
-    os.close(w)
-    got = os.read(r, 1)
-    os.waitpid(pid, 0)
-    assert got == bytes([0]), got
+    def body() -> int:
+        if pinning.install(event_sources=cpu_side) != "":
+            return 1
+        refused = []
+        for name, (nr, args) in calls.items():
+            ctypes.set_errno(0)
+            if libc.syscall(nr, *args) == -1 and ctypes.get_errno() == 1:  # EPERM: the filter's answer
+                refused.append(name)
+        natural = {"fanotify_init"}  # EPERM without CAP_SYS_ADMIN, filter or none
+        return 0 if (sorted(refused) == sorted(calls)) == cpu_side and (cpu_side or not set(refused) - natural) else 2
+
+    assert _in_child(body) == 0
