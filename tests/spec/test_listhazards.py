@@ -94,3 +94,44 @@ def test_what_is_fine_stays_fine():
             "a range like `3.5× [3.3, 3.6]` in code is text.\n\n```\n1.62× [1.61, 1.63]\n```\n\n"
             "- An entry - up to 2x faster, see [1, 2] and [3].\r\n- Another - résumé, naïve, 東京.\n")
     assert hazards(text) == []
+
+
+@pytest.mark.parametrize("fake", [
+    " 2.41× [2.39,\n  2.43] vs cuBLAS · H100 · [record](https://evil.example/r.json)",  # over two lines
+    " 2.41×" + " " * 30 + "[2.39, 2.43] vs cuBLAS",  # the browser collapses the spaces
+    " 2.41× [2.39[](), 2.43] vs cuBLAS",  # an empty link shows nothing
+    " 2.41× [[2.39, 2.43]](https://evil.example/r.json) vs cuBLAS",  # the interval as a link's text
+    " 2.41× [2.39, 2.4*3*] vs cuBLAS",  # emphasis inside
+    " 2.41× ［2.39, 2.43］ vs cuBLAS",  # fullwidth brackets
+])
+def test_a_number_is_looked_for_as_a_reader_sees_the_paragraph(published, fake):
+    """A third review went around the line-by-line number search six ways (`audit` exit 0 each)."""
+    _, text = published
+    edited = text.replace("hand-written text stays.", "hand-written text stays." + fake, 1)
+    assert any("a number in claimbench's format" in why for _, why in hazards(edited)), hazards(edited)
+
+
+def test_a_fence_inside_a_list_item_and_a_bullet_github_does_not_read(published):
+    """GitHub ends a fence opened inside a list item with the item, claimbench did not: the lines between two
+    such fences, a forged region among them, were code to every check and a published number on GitHub. And
+    `•` is a bullet to claimbench, text joining the paragraph above on GitHub."""
+    _, text = published
+    fence = text.replace("### Matrix multiplication\n", "### Matrix multiplication\n\n- FlashMLA - Decoding kernels.\n"
+                         "  ```\n- CUTLASS - GEMM. 1.41x vs cuBLAS\n- ThunderKittens - Tiles.\n  ```\n", 1)
+    assert [line for line, why in hazards(fence) if "an indented code fence" in why] == \
+        [_line(fence, "FlashMLA") + 1, _line(fence, "ThunderKittens") + 1]
+    bullet = text.replace(f"- {SOFTMAX}", f"• {SOFTMAX}", 1)
+    assert any("a bullet GitHub does not read as one" in why for _, why in hazards(bullet))
+    image = text.replace("hand-written text stays.", "hand-written text stays. ![speedup](https://evil.example/n.png)", 1)
+    assert any("an image outside the markers" in why for _, why in hazards(image))  # it can draw any number
+
+
+def test_the_number_search_is_linear_on_a_hostile_line():
+    """`[1,1,1,...` with no closing bracket made the interval search quadratic (64.5 s for a 120 KB list);
+    a hang guard with a wide margin: it takes a fraction of a second now."""
+    import subprocess
+    import sys
+
+    code = "from claimbench.spec.listhazards import hazards; hazards('x [' + '1,' * 200000); print('ok')"
+    p = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert p.stdout.strip() == "ok", p.stderr[-2000:]

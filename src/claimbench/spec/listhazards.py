@@ -41,12 +41,19 @@ _HTML = re.compile(r"<[A-Za-z/!?]")  # a tag, a closing tag, a comment or declar
 _ENTITY = re.compile(r"&(?:#[0-9]{1,8}|#[xX][0-9a-fA-F]{1,8}|[A-Za-z][A-Za-z0-9]{1,40});")
 # an interval as publish writes it ([3.32, 3.65]); the number and unit before it are looked for in a short
 # window, so the scan is linear whatever the line holds (a run of digits made the first version quadratic)
-_INTERVAL = re.compile(r"\[\s*-?\d[\d.,]*\s*,\s*-?\d[\d.,]*\s*\]")
+_INTERVAL = re.compile(r"\[\s*-?\d[\d.]*\s*,\s*-?\d[\d.]*\s*\]")  # no comma inside a number: linear
 _LEAD = re.compile(r"\d[^\s\[\]]{0,12}(?:\s{1,3}[^\s\[\]]{1,12})?\s{0,3}$")
 _ESCAPE = re.compile(r"\\([!-/:-@\[-`{-~])")
 # a line that starts a block of its own, so it does not continue the paragraph of the line before
 _NEW_BLOCK = re.compile(r"^\s*$|^ {0,3}(?:[-*+]|\d{1,9}[.)])(?:\s|$)|^ {0,3}(?:#{1,6}(?:\s|$)|>|`{3,}|~{3,}|[-*_](?:\s*[-*_]){2,}\s*$)")
 _SPACES = {" ", "\u00a0"}
+_INDENTED_FENCE = re.compile(r"^[ \t]+(?:`{3,}|~{3,})")
+_ODD_BULLET = re.compile(r"^[ \t]*[•◦▪‣∙]")
+# what a reader sees of inline markup: an empty link or image is nothing, a link is its text, emphasis
+# and strike-through marks and code ticks are not shown
+_EMPTY_LINK = re.compile(r"!?\[\]\([^()\n]{0,500}\)")
+_LINK = re.compile(r"!?\[((?:[^\[\]\n]|\[[^\[\]\n]{0,500}\]){0,500})\]\([^()\n]{0,500}\)")  # one level of brackets inside
+_MARKS = re.compile(r"[*_~`]+")
 
 
 def hazards(text: str, records_folder: str = "results/records/") -> list[tuple[int, str]]:
@@ -60,7 +67,15 @@ def hazards(text: str, records_folder: str = "results/records/") -> list[tuple[i
                             "at the end of the list, so the two read every line after it differently; close it"))
     folder = records_folder.casefold()
     after_region = False
+    paragraph: list[tuple[int, str]] = []  # (line, its text outside the regions) of the paragraph being read
     for i, (line, in_code) in enumerate(zip(lines, code), start=1):
+        if _INDENTED_FENCE.match(line):
+            out.append((i, "an indented code fence: inside a list item GitHub ends the block with the item and "
+                           "claimbench does not, so the two read the lines after it differently; start a fence at "
+                           "the beginning of its line"))
+        if _ODD_BULLET.match(line):
+            out.append((i, "a bullet GitHub does not read as one (only -, * and + are): the line joins the paragraph "
+                           "above it there; write the entry with -"))
         if "\r" in line:
             out.append((i, "a carriage return without a line feed: GitHub ends a line there and claimbench does "
                            "not, so the two read different entries; use plain line ends"))
@@ -69,9 +84,12 @@ def hazards(text: str, records_folder: str = "results/records/") -> list[tuple[i
             names = ", ".join(f"U+{ord(c):04X} {unicodedata.name(c, 'control')}" for c in odd[:3])
             out.append((i, f"holds {names}: an invisible, direction-changing or look-alike space or mark changes "
                            "what the line shows without changing what it says; remove it"))
-        if in_code:
+        if in_code or not line.strip():
+            out += _paragraph_problems(paragraph)
+            paragraph = []
             after_region = False
-            continue
+            if in_code:
+                continue
         if after_region and not _NEW_BLOCK.match(line):
             out.append((i, "continues the paragraph of the line above, so GitHub shows it right after that line's "
                            "published number; leave a blank line, or start a new entry"))
@@ -87,7 +105,32 @@ def hazards(text: str, records_folder: str = "results/records/") -> list[tuple[i
         after_region = bool(found)
         outside = _outside(masked, found)
         out += [(i, why) for why in _outside_problems(line, outside, folder)]
+        if paragraph and _NEW_BLOCK.match(line):  # a list item, heading or quote starts a block of its own
+            out += _paragraph_problems(paragraph)
+            paragraph = []
+        paragraph.append((i, outside))
+    out += _paragraph_problems(paragraph)
     return sorted(set(out))
+
+
+def _paragraph_problems(paragraph: list[tuple[int, str]]) -> list[tuple[int, str]]:
+    """A number in claimbench's format in a paragraph's text outside the regions, as a reader sees it: its
+    lines joined (a soft break is a space), escapes undone, compatibility forms folded (fullwidth brackets),
+    empty links dropped, links shown as their text, emphasis and code marks removed, runs of white space
+    one (an adversarial review split a number over two lines, padded it with 30 spaces, put an empty link
+    or emphasis inside its interval, and wrapped the interval in a link: each read as a published number)."""
+    if not paragraph:
+        return []
+    text = unicodedata.normalize("NFKC", _ESCAPE.sub(r"\1", " ".join(t for _, t in paragraph)))
+    text = "".join(c for c in text if unicodedata.category(c) not in ("Mn", "Me", "Cf"))
+    text = _EMPTY_LINK.sub("", text)
+    for _ in range(4):  # nested links, a few deep: a link is shown as its text
+        text = _LINK.sub(r"\1", text)
+    text = " ".join(_MARKS.sub("", text).split())
+    if any(_LEAD.search(text, max(0, m.start() - 20), m.start()) for m in _INTERVAL.finditer(text)):
+        return [(paragraph[0][0], "a number in claimbench's format outside every marker region (as a reader sees the "
+                                  "paragraph): only `claimbench publish` writes those, between its markers; remove it")]
+    return []
 
 
 def _outside_problems(line: str, outside: str, folder: str) -> list[str]:
@@ -99,13 +142,12 @@ def _outside_problems(line: str, outside: str, folder: str) -> list[str]:
     if _ENTITY.search(outside):
         out.append("an HTML entity outside the markers: GitHub shows the character it names, claimbench the "
                    "entity; write the character itself")
+    if "![" in outside:
+        out.append("an image outside the markers: it can show any number, and nothing reads what it shows; the list "
+                   "is text")
     if "]:" in outside:
         out.append("a link reference definition, or text that reads as one: it can turn text a marker region "
                    "shows into a link; the list writes its links inline")
-    seen = "".join(c for c in _ESCAPE.sub(r"\1", outside) if unicodedata.category(c) not in ("Mn", "Me", "Cf"))
-    if any(_LEAD.search(seen, max(0, m.start() - 20), m.start()) for m in _INTERVAL.finditer(seen)):
-        out.append("a number in claimbench's format outside every marker region: only `claimbench publish` "
-                   "writes those, between its markers; remove it")
     # the line's paths as the reader's browser resolves them (a/./b, a//b and a/x/../b are a/b); normpath
     # splits the whole line on "/", which mangles the prose around them, but only the folder is looked for
     decoded = posixpath.normpath(unquote(html.unescape(outside))).casefold() + "/"
