@@ -52,7 +52,8 @@ RECORD_SCHEMAS_AS_STORED: Final = (2, 3, 4)
 # or an io_uring's file table (1.66x, 1.60x verified), and a helper cloned outside the side's tree that
 # left its session ran beside the baseline while the kernel was stopped (1.89x, 1.92x verified); and a
 # CPU run whose baseline waited for its core for a larger share of its timed calls than the kernel's
-# cannot verify (orchestrator/runwait.py), whatever competed for it.
+# cannot verify (orchestrator/runwait.py), whatever competed for it; and a CPU side may hold 1,024 files
+# (side/server.py), which bounds how many epoll instances one wake-up runs (`pace_storm`, 1.558x once).
 PROTOCOL_VERSION: Final = 10
 MIN_PROTOCOL_VERSION: Final = 10  # publish shows no number measured under an older protocol
 
