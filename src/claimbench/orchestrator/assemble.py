@@ -204,22 +204,20 @@ def _interference(runs: Sequence[ClaimRun]) -> tuple[str, ...]:
         return ()
     if any(not b.irq_wall_us for b in timed):  # timed, yet nothing counted: unchecked is never fine
         return (interrupts.blocker({"kernel": None, "baseline": None}, {}),)
-    counts: dict[str, Optional[int]] = {}
-    wall: dict[str, float] = {}
-    for side in SIDES:
-        got = [b.irq.get(side) for b in timed]
-        counts[side] = None if any(c is None for c in got) else sum(c or 0 for c in got)
-        wall[side] = sum(b.irq_wall_us.get(side, 0.0) for b in timed)
-    waited: dict[str, Optional[float]] = {}
-    wait_wall: dict[str, float] = {}
-    for side in SIDES:
-        got_w = [b.waited_us.get(side) if b.wait_wall_us else None for b in timed]
-        waited[side] = None if any(w is None for w in got_w) else sum(w or 0.0 for w in got_w)
-        wait_wall[side] = sum(b.wait_wall_us.get(side, 0.0) for b in timed)
-    why = [interrupts.blocker(counts, wall),
+    why = [interrupts.blocker(_over(timed, "irq"), _over(timed, "irq_wall_us")),
            untimed.blocker([untimed.excess(b.refresh, b.kernel.median_bracket_us if b.kernel else None) for b in timed]),
-           runwait.blocker(waited, wait_wall)]
+           runwait.blocker(_over(timed, "waited_us"), _over(timed, "wait_wall_us"))]
     return tuple(x for x in why if x)
+
+
+def _over(brackets: Sequence[BracketSummary], name: str) -> dict[str, Any]:
+    """Each side's sum of one per-side figure (`irq`, `waited_us`, ...) over the run's processes; None for a
+    side whose figure some process could not read or did not keep."""
+    out: dict[str, Any] = {}
+    for side in SIDES:
+        got = [getattr(b, name).get(side) for b in brackets]
+        out[side] = None if any(x is None for x in got) else sum(got)
+    return out
 
 
 def _unchecked(runs: Sequence[ClaimRun]) -> tuple[str, ...]:

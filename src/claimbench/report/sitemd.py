@@ -17,6 +17,8 @@ from typing import Callable, Optional
 
 from markupsafe import Markup, escape
 
+from claimbench.spec.listing import fence_closes, fence_opened
+
 _BIDI = set("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
 # Each construct spans a bounded stretch: an opener with no closer (a line of 20,000 `[` or `<!--`)
 # made every lazy scan run to the line's end, and a 1.5 MB hostile list took 285 s to render (an
@@ -27,7 +29,6 @@ _INLINE = re.compile(r"(?P<code>`{1,16})(?P<ctext>[^\n]{1,500}?)(?P=code)|\[(?P<
 _MARKER_OPEN = re.compile(r"<!--\s*claimbench:")
 _MARKER_CLOSE = re.compile(r"<!--\s*/claimbench\s*-->")
 _ITEM = re.compile(r"^(?P<indent>\s*)(?P<mark>[-*+]|\d{1,9}[.)])\s+(?P<body>.*)$")
-_FENCE = re.compile(r"^ {0,3}(`{3,}|~{3,})")  # as spec/listing.py reads a fence
 _HEADING = re.compile(r"^\s{0,3}#{1,6}\s")
 
 
@@ -129,18 +130,15 @@ def blocks(text: str, heading_lines: dict[int, tuple[int, str]]) -> list[_Block]
     seen: dict[str, int] = {}
     for n, line in enumerate(text.split("\n"), start=1):
         if fence:  # closed as the list parser closes it (listing.fenced): the two never disagree on a line
-            m = _FENCE.match(line)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line[m.end():].strip():
+            if fence_closes(line, fence):
                 fence, cur = "", None
             else:
                 assert cur is not None  # the code block the fence opened
                 cur.lines.append(line)
             continue
-        m = _FENCE.match(line)
-        if m and m.group(1)[0] == "`" and "`" in line[m.end():]:  # not a fence (CommonMark)
-            m = None
-        if m:
-            fence, cur = m.group(1), _Block("code")
+        opened = fence_opened(line)
+        if opened:
+            fence, cur = opened, _Block("code")
             out.append(cur)
             continue
         if n in heading_lines:

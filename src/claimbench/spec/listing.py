@@ -326,20 +326,33 @@ def unclosed_fence(lines: list[str]) -> int | None:
     return _fences(lines)[1]
 
 
+def fence_opened(line: str) -> str:
+    """The fence ``line`` opens at the top level ("" when none): 0-3 spaces, three or more of one
+    character; a backtick fence's info string holds no backtick (CommonMark). The site reads fences
+    by these two rules too (report/sitemd.py), so the two never disagree on which lines are code."""
+    m = _FENCE.match(line) if "`" in line or "~" in line else None
+    if m is None or (m.group(1)[0] == "`" and "`" in line[m.end():]):
+        return ""
+    return m.group(1)
+
+
+def fence_closes(line: str, fence: str) -> bool:
+    """Whether ``line`` closes ``fence``: a run of its character at least as long, nothing after it."""
+    m = _FENCE.match(line) if fence[0] in line else None
+    return bool(m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) and not line[m.end():].strip())
+
+
 def _fences(lines: list[str]) -> tuple[list[bool], int | None]:
     out, fence, opened = [], "", None
     for n, line in enumerate(lines, start=1):
-        m = _FENCE.match(line) if "`" in line or "~" in line else None
         if fence:
             out.append(True)
-            if m and m.group(1)[0] == fence[0] and len(m.group(1)) >= len(fence) \
-                    and not line[m.end():].strip():
+            if fence_closes(line, fence):
                 fence, opened = "", None
         else:
-            if m and m.group(1)[0] == "`" and "`" in line[m.end():]:
-                m = None
-            out.append(bool(m))
-            fence, opened = (m.group(1), n) if m else ("", None)
+            fence = fence_opened(line)
+            out.append(bool(fence))
+            opened = n if fence else None
     return out, opened
 
 

@@ -25,6 +25,7 @@ from itertools import islice
 from pathlib import Path
 from typing import Any, Iterable, Optional
 
+from claimbench.spec.bounded import UnreadableFile, read_bytes
 from claimbench.store.jsonio import dumps_json_line, loads_json
 from claimbench.store.record import Record, RecordError, read_record_bytes
 from claimbench.store.scan import scan_tree
@@ -32,6 +33,7 @@ from claimbench.store.summary import Summary, read_summary, summarize
 from claimbench.versions import INDEX_VERSION  # its history is there
 
 INDEX_NAME = "index.jsonl"
+MAX_INDEX_BYTES = 4 << 30  # a cache: 130 MB at 100,000 records; past this it is read again from the records
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _PARALLEL_MIN = 2000  # below this, worker start-up costs more than it saves
 _FIELDS = Summary._fields
@@ -212,21 +214,13 @@ def _map(fn, items: list, workers: int) -> Iterable:
 
 
 def _regular_bytes(path: Path) -> Optional[bytes]:
-    """The bytes of ``path`` when it is a regular file, never through a link (None otherwise): an
-    index committed as a link to /dev/zero or a FIFO would be read for ever."""
+    """The bytes of ``path`` through the one bounded reader (a regular file, never through a link), or
+    None: an index committed as a link to /dev/zero or a FIFO would be read for ever. The index of
+    100,000 records is about 130 MB, so its bound is the largest a cache may reach, not a record's."""
     try:
-        fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_CLOEXEC", 0))
-    except OSError:
+        return read_bytes(path, limit=MAX_INDEX_BYTES, what="index")
+    except UnreadableFile:
         return None
-    try:
-        if not stat.S_ISREG(os.fstat(fd).st_mode):
-            return None
-        with os.fdopen(os.dup(fd), "rb") as f:
-            return f.read()
-    except OSError:
-        return None
-    finally:
-        os.close(fd)
 
 
 def _ours(path: Path) -> bool:
