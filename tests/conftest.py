@@ -91,6 +91,23 @@ def fixtures() -> Path:
     return FIXTURES
 
 
+@pytest.fixture
+def one_process(monkeypatch):
+    """A cheat test's claim runs one process, with the precision rule's count for a CPU held to one so
+    that `verified` stays within reach and the test can still fail.
+
+    Every rule that stops a cheat fixture acts inside one process (the census, the rechecks, the
+    seccomp filter, the brackets); the three processes a CPU number needs answer the run-to-run
+    spread, which `tests/stats/test_precision.py` and the honest claims of `tests/test_runner.py`
+    test. A second and third process cost a cheat's run about 4.8 of its 6.9 CPU-s (an honest 1024²
+    matmul through `run_one`, one pooled server, 2026-12-06), the largest share of the test
+    command's time (docs/test_cost.md). One process alone can back `verified` more easily, not less:
+    its interval holds no between-process spread."""
+    from claimbench.stats import precision
+
+    monkeypatch.setitem(precision.MIN_PROCESSES, "cpu", 1)
+
+
 @pytest.fixture(scope="module")
 def cheat_root(tmp_path_factory) -> Path:
     """A temporary project holding the fixture kernels (tests/cheat_project.py), one per module."""

@@ -31,7 +31,10 @@ from claimbench.options import RunOptions, TimingLimits
 from claimbench.runner import run_one
 from claimbench.stats.status import Status as S
 
-TIMING = {"max_time_s": 0.5, "warmup_s": 0.05}
+pytestmark = pytest.mark.usefixtures("one_process")  # every rule these cheats meet acts within a process (conftest.py)
+# One process (`one_process`): 1.5 s held two rounds of a matmul slowed by a ghost helper, and a CI needs
+# three; the claim's own interval rule stops the rounds as soon as it is narrow enough.
+TIMING = {"max_time_s": 3.0, "warmup_s": 0.05}
 CASES = {
     # (template, extra fields, statuses it may end in)
     "incremental_matmul": (MATMUL, {}, {S.REFUTED, S.INCONCLUSIVE, S.REJECTED}),
@@ -413,20 +416,30 @@ _NEEDS_CXX = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c+
                                 reason="the fixture builds a C++ module with torch's extension loader")
 
 
-def _run_alone(root, path):
-    """As `claimbench run --threads 1` runs it: a fork server of its own, started with one thread (the
-    module's shared servers start with every core's, which MKL called from a fixture's own thread takes)."""
+@pytest.fixture(scope="module")
+def alone_servers(cheat_root):
+    """As `claimbench run --threads 1` runs its claims: fork servers started with one thread, shared by
+    the module's claims (`cheat_servers` start with every core's, which MKL called from a fixture's own
+    thread takes). Each claim's sides are forked afresh; a server of its own per test cost about 2
+    CPU-s of imports each."""
+    from claimbench.orchestrator.servers import Servers
+
+    with Servers(cheat_root, RunOptions(results=cheat_root / "results", threads=1), pooled=True) as s:
+        yield s
+
+
+def _run_alone(root, path, servers):
     opts = RunOptions(results=root / "results", timeout_s=180.0, threads=1, timing=TimingLimits(**TIMING))
-    return run_one(path, root, detect(root), opts=opts)
+    return run_one(path, root, detect(root), opts=opts, servers=servers)
 
 
 @_NEEDS_CXX
-def test_work_a_helper_thread_does_in_the_refresh_null_call_keeps_the_run_from_verified(cheat_root):
+def test_work_a_helper_thread_does_in_the_refresh_null_call_keeps_the_run_from_verified(cheat_root, alone_servers):
     """`gil_half_mm` (an adversarial review, protocol 7): a thread started at import multiplies half of A's rows
     while holding the GIL, in the null call the orchestrator makes after the inputs changed, so the timed call
     does the other half: 1.64x verified for an honest 1.0x, static rules on (its C module is built by torch's own
     extension loader). A kernel side that answers that null call late cannot verify now."""
-    out = _run_alone(cheat_root, write_claim(cheat_root, "gil-half-mm", "gil_half_mm", template=MATMUL, value="1.5"))
+    out = _run_alone(cheat_root, write_claim(cheat_root, "gil-half-mm", "gil_half_mm", template=MATMUL, value="1.5"), alone_servers)
     assert out.status in {S.REJECTED, S.INCONCLUSIVE}, (out.status, out.reason)
     rec = _record(out)
     refresh = rec["protocol"]["bracket"]["refresh"]
@@ -435,7 +448,7 @@ def test_work_a_helper_thread_does_in_the_refresh_null_call_keeps_the_run_from_v
 
 
 @_NEEDS_CXX
-def test_timers_a_stopped_kernel_left_armed_keep_the_run_from_verified(cheat_root, monkeypatch):
+def test_timers_a_stopped_kernel_left_armed_keep_the_run_from_verified(cheat_root, alone_servers, monkeypatch):
     """`timer_storm` (an adversarial review, protocol 7): 16,000 timerfds armed in the kernel's last untimed
     exchange of a round fire every 30 us on the core both sides are pinned to while the baseline is timed; on a
     kernel without IRQ time accounting their handling is the baseline's time: 1.76x verified for an honest
@@ -445,7 +458,7 @@ def test_timers_a_stopped_kernel_left_armed_keep_the_run_from_verified(cheat_roo
     from claimbench.orchestrator import wakers
 
     monkeypatch.setattr(wakers, "problems", lambda members, roles=("task", "kernel"): [])
-    out = _run_alone(cheat_root, write_claim(cheat_root, "timer-storm", "timer_storm", template=MATMUL, value="1.5"))
+    out = _run_alone(cheat_root, write_claim(cheat_root, "timer-storm", "timer_storm", template=MATMUL, value="1.5"), alone_servers)
     assert out.status in {S.REFUTED, S.INCONCLUSIVE}, (out.status, out.reason)
     rec = _record(out)
     b = rec["protocol"]["bracket"]
@@ -457,14 +470,14 @@ def test_timers_a_stopped_kernel_left_armed_keep_the_run_from_verified(cheat_roo
 
 
 @_NEEDS_CXX
-def test_no_code_of_the_kernels_side_runs_between_the_change_and_the_timed_call(cheat_root):
+def test_no_code_of_the_kernels_side_runs_between_the_change_and_the_timed_call(cheat_root, alone_servers):
     """`refill_full_mm` (an adversarial review, protocol 8's first version): `prepare` passes A and B through,
     and a profile hook set from C at import ran when the side wrote each sample's changes into them (the
     Refill), computing the whole product there, untimed: 13.3x verified for an honest 1.0x, static rules on.
     On a CPU the orchestrator now writes the changed inputs into those operands itself, with the side stopped."""
     template = MATMUL.replace(':kernel"}}', ':kernel", prepare: "kernels/cheat/refill_full_mm.py:prepare"}}')
     out = _run_alone(cheat_root, write_claim(cheat_root, "refill-full-mm", "refill_full_mm", template=template,
-                                             value="1.5"))
+                                             value="1.5"), alone_servers)
     assert out.status in {S.REFUTED, S.INCONCLUSIVE}, (out.status, out.reason)
     assert _timed_checks(out)["checked"] > 0, out.reason  # its answers, from operands we wrote, were right
     if out.value is not None and _quiet(out):
@@ -473,19 +486,19 @@ def test_no_code_of_the_kernels_side_runs_between_the_change_and_the_timed_call(
 
 @_NEEDS_CXX
 @pytest.mark.skipif(len(os.sched_getaffinity(0)) < 2, reason="needs a core the sides are not pinned to")
-def test_a_helper_thread_cannot_move_to_a_core_the_side_was_not_given(cheat_root):
+def test_a_helper_thread_cannot_move_to_a_core_the_side_was_not_given(cheat_root, alone_servers):
     """`sidecore_mm` (an adversarial review, protocol 8's second version): a helper thread moved itself to
     the core the side was not pinned to at the start of every call, multiplied half of A there and moved
     back before the call returned, so every census saw it pinned: 1.85x verified with 1.76 cores used. Every
     side now runs under a seccomp filter that refuses `sched_setaffinity`."""
-    out = _run_alone(cheat_root, write_claim(cheat_root, "sidecore-mm", "sidecore_mm", template=MATMUL, value="1.5"))
+    out = _run_alone(cheat_root, write_claim(cheat_root, "sidecore-mm", "sidecore_mm", template=MATMUL, value="1.5"), alone_servers)
     assert out.status in {S.REFUTED, S.INCONCLUSIVE}, (out.status, out.reason)
     if out.value is not None and _quiet(out):
         assert out.value < 1.5 * 0.95, out.reason
 
 
 @_NEEDS_CXX
-def test_a_stopped_kernel_holding_timers_is_rejected_whatever_each_interrupt_costs(cheat_root):
+def test_a_stopped_kernel_holding_timers_is_rejected_whatever_each_interrupt_costs(cheat_root, alone_servers):
     """`epoll_storm` (an adversarial review, protocol 9): 120 timerfds, each watched by 4,500 epoll
     instances, so one expiry runs 4,500 callbacks in one timer interrupt (about 1 ms, charged to the task it
     interrupts on a kernel without IRQ time accounting); armed in the kernel's last untimed exchange, they
@@ -494,14 +507,14 @@ def test_a_stopped_kernel_holding_timers_is_rejected_whatever_each_interrupt_cos
     stopped (timer, signal, io_uring or file-watch descriptors, POSIX timers) was rejected (protocol 9,
     `orchestrator/wakers.py`, `tests/orchestrator/test_wakers.py`); since protocol 10 a CPU side cannot make
     the timers at all (machine/pinning.py), so the storm never starts and the honest product is measured."""
-    out = _run_alone(cheat_root, write_claim(cheat_root, "epoll-storm", "epoll_storm", template=MATMUL, value="1.5"))
+    out = _run_alone(cheat_root, write_claim(cheat_root, "epoll-storm", "epoll_storm", template=MATMUL, value="1.5"), alone_servers)
     assert out.status != S.VERIFIED, (out.status, out.reason)
     if out.value is not None and _quiet(out) and out.status != S.REJECTED:
         assert out.value < 1.5 * 0.95, out.reason
 
 
 @_NEEDS_CXX
-def test_work_in_the_refresh_null_hides_at_most_a_tenth_of_a_call_however_wide_the_baseline_spread(cheat_root, monkeypatch):
+def test_work_in_the_refresh_null_hides_at_most_a_tenth_of_a_call_however_wide_the_baseline_spread(cheat_root, alone_servers, monkeypatch):
     """`hook_null_mm` (an adversarial review, protocol 9): the same storm, in bursts, widened the baseline's
     refresh null spread, and with it the allowance for the kernel's refresh null (0.55 -> 9 ms), where a
     profile hook set from C multiplied 22-30% of A untimed: 2.2-2.5x verified in 5 runs of 9. With the
@@ -510,7 +523,7 @@ def test_work_in_the_refresh_null_hides_at_most_a_tenth_of_a_call_however_wide_t
     from claimbench.orchestrator import wakers
 
     monkeypatch.setattr(wakers, "problems", lambda members, roles=("task", "kernel"): [])
-    out = _run_alone(cheat_root, write_claim(cheat_root, "hook-null-mm", "hook_null_mm", template=MATMUL, value="1.5"))
+    out = _run_alone(cheat_root, write_claim(cheat_root, "hook-null-mm", "hook_null_mm", template=MATMUL, value="1.5"), alone_servers)
     assert out.status != S.VERIFIED, (out.status, out.value, out.reason)
     if out.value is not None and _quiet(out) and out.status != S.REJECTED:
         refresh = _record(out)["protocol"]["bracket"]["refresh"]
@@ -519,12 +532,12 @@ def test_work_in_the_refresh_null_hides_at_most_a_tenth_of_a_call_however_wide_t
 
 @_NEEDS_CXX
 @pytest.mark.parametrize("name", ["scm_storm", "uring_storm"])
-def test_a_cpu_side_cannot_make_timers_to_hide_from_the_descriptor_scan(cheat_root, name):
+def test_a_cpu_side_cannot_make_timers_to_hide_from_the_descriptor_scan(cheat_root, alone_servers, name):
     """`scm_storm` and `uring_storm` (an adversarial review of protocol 9): `epoll_storm`'s timerfds, hidden
     from the descriptor scan in a socket's in-flight SCM_RIGHTS message or an io_uring's registered file
     table (the ring's own descriptor closed too): 1.66x and 1.60x verified for an honest 1.0x. A CPU side's
     seccomp filter now refuses timerfd_create, signalfd, io_uring_setup, io_setup and the file watches."""
-    out = _run_alone(cheat_root, write_claim(cheat_root, name.replace("_", "-"), name, template=MATMUL, value="1.5"))
+    out = _run_alone(cheat_root, write_claim(cheat_root, name.replace("_", "-"), name, template=MATMUL, value="1.5"), alone_servers)
     assert out.status != S.VERIFIED, (out.status, out.reason)
     if out.value is not None and _quiet(out) and out.status != S.REJECTED:
         assert out.value < 1.5 * 0.95, out.reason
@@ -532,26 +545,26 @@ def test_a_cpu_side_cannot_make_timers_to_hide_from_the_descriptor_scan(cheat_ro
 
 @_NEEDS_CXX
 @pytest.mark.parametrize("name", ["ghost_hog", "ghost_fork"])
-def test_a_helper_outside_the_sides_tree_cannot_leave_its_session(cheat_root, name):
+def test_a_helper_outside_the_sides_tree_cannot_leave_its_session(cheat_root, alone_servers, name):
     """`ghost_hog` and `ghost_fork` (an adversarial review of protocol 9): a helper cloned with CLONE_PARENT
     (or double-forked, so the fork server adopted it) called setsid once the side was loaded, and from then
     on was in no side's group or tree: not frozen, not in any census, its CPU counted as the run's own. It
     spun beside the baseline while the kernel side was stopped: 1.89x and 1.92x verified for an honest
     1.0x. No side can leave its session now, and every process of the session is the side's."""
-    out = _run_alone(cheat_root, write_claim(cheat_root, name.replace("_", "-"), name, template=MATMUL, value="1.5"))
+    out = _run_alone(cheat_root, write_claim(cheat_root, name.replace("_", "-"), name, template=MATMUL, value="1.5"), alone_servers)
     assert out.status != S.VERIFIED, (out.status, out.reason)
     if out.value is not None and _quiet(out) and out.status != S.REJECTED:
         assert out.value < 1.5 * 0.95, out.reason
 
 
 @_NEEDS_CXX
-def test_a_socket_watched_by_thousands_of_epolls_cannot_storm_the_baseline(cheat_root):
+def test_a_socket_watched_by_thousands_of_epolls_cannot_storm_the_baseline(cheat_root, alone_servers):
     """`pace_storm` (an adversarial review of protocol 10): no timer descriptor at all. A loopback TCP socket
     paced with SO_MAX_PACING_RATE (TCP's own timer, in the socket, firing while the side is stopped), its
     receiving end watched by 19,000 epoll instances: each paced segment ran 1.3 ms of callbacks in the
     baseline's time: 1.558x verified once in about 20 runs, the others 1.34-1.57x held back by their
     intervals. A CPU side may hold 1,024 files now, which bounds what one wake-up costs."""
-    out = _run_alone(cheat_root, write_claim(cheat_root, "pace-storm", "pace_storm", template=MATMUL, value="1.5"))
+    out = _run_alone(cheat_root, write_claim(cheat_root, "pace-storm", "pace_storm", template=MATMUL, value="1.5"), alone_servers)
     assert out.status != S.VERIFIED, (out.status, out.reason)
     if out.value is not None and _quiet(out) and out.status != S.REJECTED:
         assert out.value < 1.3, out.reason  # the storm took the baseline's 23 ms to 33-37 ms before
