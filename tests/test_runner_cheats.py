@@ -72,7 +72,10 @@ EXTRA = {
 }
 
 
-SHORT = TimingLimits(max_time_s=0.3, warmup_s=0.05)
+# One process (`one_process`, conftest.py): every rule these cheats meet acts within a process; 0.9 s holds
+# the rounds three processes of 0.3 s held.
+pytestmark = pytest.mark.usefixtures("one_process")
+SHORT = TimingLimits(max_time_s=0.9, warmup_s=0.05)
 
 
 def _run(project, hw, name, file, *, servers=None, bytes_="8 * rows * cols", flops="", timeout_s=120.0,
