@@ -558,6 +558,20 @@ def test_a_helper_outside_the_sides_tree_cannot_leave_its_session(cheat_root, al
 
 
 @_NEEDS_CXX
+def test_a_helper_that_leaves_the_sides_group_but_not_its_session_is_still_the_sides(cheat_root, alone_servers):
+    """`ghost_pgid`: `ghost_hog` with setpgid, which the seccomp filter allows (ninja needs it), instead of
+    setsid: outside the side's tree and group, inside its session, spinning beside the baseline while the
+    kernel side is stopped. On the code before protocol 10 (29a41fd) it was verified at 1.916x [1.784,
+    1.929] for an honest 1.0x (one process, this test's caps); every process of a side's session is the
+    side's now, so it is frozen and counted with it."""
+    out = _run_alone(cheat_root, write_claim(cheat_root, "ghost-pgid", "ghost_pgid", template=MATMUL, value="1.5"),
+                     alone_servers)
+    assert out.status != S.VERIFIED, (out.status, out.reason)
+    if out.value is not None and _quiet(out) and out.status != S.REJECTED:
+        assert out.value < 1.5 * 0.95, out.reason
+
+
+@_NEEDS_CXX
 def test_a_socket_watched_by_thousands_of_epolls_cannot_storm_the_baseline(cheat_root, alone_servers):
     """`pace_storm` (an adversarial review of protocol 10): no timer descriptor at all. A loopback TCP socket
     paced with SO_MAX_PACING_RATE (TCP's own timer, in the socket, firing while the side is stopped), its
