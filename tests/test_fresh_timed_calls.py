@@ -572,6 +572,19 @@ def test_a_helper_that_leaves_the_sides_group_but_not_its_session_is_still_the_s
 
 
 @_NEEDS_CXX
+def test_a_side_cannot_leave_work_to_the_kernel_in_the_baselines_time(cheat_root, alone_servers):
+    """`bpf_storm` (an adversarial review of protocol 10): a BPF program on a CPU-wide perf event spun 0.4 ms
+    of every millisecond's interrupt whenever the interrupted thread was not the kernel's: 1.59-1.62x verified
+    for an honest 1.0x, four runs of four (two with three processes), no blocker. Every side's filter refuses
+    bpf and perf_event_open now, and a side holds no capability: the module cannot load its program."""
+    out = _run_alone(cheat_root, write_claim(cheat_root, "bpf-storm", "bpf_storm", template=MATMUL, value="1.5"),
+                     alone_servers)
+    assert out.status != S.VERIFIED, (out.status, out.reason)
+    if out.value is not None and _quiet(out) and out.status != S.REJECTED:
+        assert out.value < 1.5 * 0.95, out.reason
+
+
+@_NEEDS_CXX
 def test_a_socket_watched_by_thousands_of_epolls_cannot_storm_the_baseline(cheat_root, alone_servers):
     """`pace_storm` (an adversarial review of protocol 10): no timer descriptor at all. A loopback TCP socket
     paced with SO_MAX_PACING_RATE (TCP's own timer, in the socket, firing while the side is stopped), its

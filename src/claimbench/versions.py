@@ -53,9 +53,13 @@ RECORD_SCHEMAS_AS_STORED: Final = (2, 3, 4)
 # left its session ran beside the baseline while the kernel was stopped (1.89x, 1.92x verified); and a
 # CPU run whose baseline waited for its core for a larger share of its timed calls than the kernel's
 # cannot verify (orchestrator/runwait.py), whatever competed for it; and a CPU side may hold 1,024 files
-# (side/server.py), which bounds how many epoll instances one wake-up runs (`pace_storm`, 1.558x once).
-PROTOCOL_VERSION: Final = 10
-MIN_PROTOCOL_VERSION: Final = 10  # publish shows no number measured under an older protocol
+# (side/server.py), which bounds how many epoll instances one wake-up runs (`pace_storm`, 1.558x once);
+# 11: no side may call bpf or perf_event_open, a CPU side none of the calls that reach into another
+# process (machine/pinning.py), and every side drops all its capabilities (machine/privileges.py). The
+# minimum is 11: under 10 a BPF program on a CPU-wide perf event, loaded by a side running as root,
+# spun in the baseline's time whenever the interrupted thread was not the kernel's (1.59-1.62x verified).
+PROTOCOL_VERSION: Final = 11
+MIN_PROTOCOL_VERSION: Final = 11  # publish shows no number measured under an older protocol
 
 # results/index.jsonl, one Summary per record. 4: cheaper record checks (copy digest over a list);
 # 5: protocol.sandbox, for the `no sandbox` label; 6: floor_us, for the `no floor` label;

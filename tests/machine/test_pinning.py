@@ -114,3 +114,38 @@ def test_a_cpu_side_cannot_make_what_fires_while_it_is_stopped(cpu_side):
         return 0 if (sorted(refused) == sorted(calls)) == cpu_side and (cpu_side or not set(refused) - natural) else 2
 
     assert _in_child(body) == 0
+
+
+@pytest.mark.skipif(platform.machine() != "x86_64", reason="the raw numbers below are x86_64's")
+@pytest.mark.parametrize("cpu_side", [True, False])
+def test_no_side_can_leave_work_to_the_kernel_and_a_cpu_side_cannot_reach_another_process(cpu_side):
+    """`bpf_storm` (an adversarial review, 2026-12-06): a BPF program on a CPU-wide perf event spun in the
+    baseline's time, 1.6x verified for an honest matmul. Every side is refused bpf and perf_event_open;
+    a CPU side also ptrace, process_vm_readv, process_vm_writev and pidfd_getfd (a GPU side keeps them:
+    NCCL uses pidfd_getfd). The arguments are invalid on purpose: without the filter each call fails
+    another way (or reads nothing), so EPERM is the filter's answer."""
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    agents = {"bpf": (321, (0, 0, 0)), "perf_event_open": (298, (0, 0, -1, -1, 0))}
+    reach = {"ptrace": (101, (2, os.getpid(), 0, 0)), "process_vm_readv": (310, (os.getpid(), 0, 0, 0, 0, 0)),
+             "process_vm_writev": (311, (os.getpid(), 0, 0, 0, 0, 0)), "pidfd_getfd": (438, (-1, 0, 0))}
+
+    def refused(calls) -> set:
+        out = set()
+        for name, (nr, args) in calls.items():
+            ctypes.set_errno(0)
+            if libc.syscall(nr, *args) == -1 and ctypes.get_errno() == 1:
+                out.add(name)
+        return out
+
+    assert not refused(reach) and not refused(agents) - {"bpf", "perf_event_open"} or os.geteuid() != 0
+
+    def body() -> int:
+        if pinning.install(event_sources=cpu_side) != "":
+            return 1
+        if refused(agents) != set(agents):
+            return 2
+        return 0 if refused(reach) == (set(reach) if cpu_side else set()) else 3
+
+    assert _in_child(body) == 0

@@ -11,6 +11,9 @@ verified at 1.85x with 1.76 cores used (`sidecore_mm`). The static rules refuse 
 Python source only. The orchestrator pins from outside, which the filter does not touch, and a thread a
 side starts inherits both its mask and the filter.
 
+Every side is also refused `bpf` and `perf_event_open`, and a CPU side the calls that reach into another
+process (`ptrace`, `process_vm_readv`, `process_vm_writev`, `pidfd_getfd`): see `_AGENTS` and `_REACH`.
+
 The filter covers the native ABI of x86_64 (and its x32 numbers) and aarch64, and the 32-bit x86 ABI a
 64-bit process can still reach with `int 0x80`. Elsewhere nothing is installed and `install` says so.
 """
@@ -35,6 +38,32 @@ _X86_64 = (0xC000003E, tuple(n | x32 for n in (203, 112) for x32 in (0, 0x400000
 _I386 = (0x40000003, (241, 66))
 _AARCH64 = (0xC00000B7, (122, 157))
 _DENY = {"x86_64": (_X86_64, _I386), "aarch64": (_AARCH64,)}
+# No side may leave work to the kernel that runs on another task's time: a BPF program attached at import
+# to a CPU-wide software perf event (the cpu-clock on the side's core, every millisecond) ran in the
+# event's interrupt whoever ran there, and spun 0.4 ms whenever the interrupted thread was not the
+# kernel's own (it read the thread's name): charged to the baseline on a kernel without IRQ time
+# accounting, the interrupt rate the same for both sides, no descriptor of a kind `wakers.py` names,
+# nothing running while the side was stopped: an honest matmul verified at 1.594-1.621x, four runs of
+# four, two of them with three processes (`bpf_storm`, an adversarial review, 2026-12-06; the sides ran
+# as root). Numbers by audit arch: bpf, perf_event_open. Neither torch, Triton, CUDA nor NCCL needs them
+# in a side (CUPTI and torch's profiler do not go through perf_event_open); not yet run on a GPU.
+_AGENTS = {
+    0xC000003E: tuple(n | x32 for n in (321, 298) for x32 in (0, 0x40000000)),
+    0x40000003: (357, 336),
+    0xC00000B7: (280, 241),
+}
+# A CPU side may not reach into another process: ptrace, process_vm_readv, process_vm_writev and
+# pidfd_getfd (a sibling side's memory holds the reference's answer and the baseline's operands). Under
+# Landlock, each side a domain of its own, the kernel already refuses them across sides; with no sandbox
+# (`--sandbox none`) only this refuses them (opening /proc/PID/mem is not a call it can refuse: README,
+# "What a run does not catch"). A GPU side keeps them: NCCL shares CUDA memory handles between ranks
+# with pidfd_getfd. The orchestrator's own reads and writes of a side's memory come from outside.
+_REACH = {
+    0xC000003E: tuple(n | x32 for n in (101, 310, 311, 438) for x32 in (0, 0x40000000))
+    + tuple(0x40000000 | n for n in (521, 539, 540)),
+    0x40000003: (26, 347, 348, 438),
+    0xC00000B7: (117, 270, 271, 438),
+}
 # A CPU side may not make what fires while it is stopped: timerfd_create, signalfd, signalfd4,
 # io_uring_setup, io_setup (AIO completions can wake an eventfd), inotify_init, inotify_init1 and
 # fanotify_init. Their expiries and wake-ups run on the core the side shares with the other, charged
@@ -61,13 +90,13 @@ class _Prog(ctypes.Structure):
 
 def program(machine: str, *, event_sources: bool = False) -> list[tuple[int, int, int, int]]:
     """The filter's instructions for ``machine`` (`platform.machine()`), empty where none is known;
-    ``event_sources``: deny those too (a CPU side's)."""
+    ``event_sources``: deny those and the cross-process calls too (a CPU side's)."""
     groups = _DENY.get(machine, ())
     if not groups:
         return []
     out: list[tuple[int, int, int, int]] = []
     for arch, base in groups:
-        nrs = base + (_EVENT_SOURCES.get(arch, ()) if event_sources else ())
+        nrs = base + _AGENTS.get(arch, ()) + ((_EVENT_SOURCES.get(arch, ()) + _REACH.get(arch, ())) if event_sources else ())
         # load arch; if it is not this one, skip the group: its load of nr, one test per number and its allow
         out.append((_LD_ABS_W, 0, 0, _ARCH_AT))
         out.append((_JEQ_K, 0, len(nrs) + 2, arch))

@@ -115,6 +115,7 @@ def _fork_side(msg, fds: list[int], ctl_fd: int) -> int:
         sys.stderr = os.fdopen(2, "w", buffering=1)
         confined = _confine(msg.confine, msg.role) if msg.confine is not None else 0
         _pinned(msg.no_event_sources)
+        _unprivileged()
         from claimbench.side.main import serve
         serve(socket.socket(fileno=chan_fd), msg.role, confined=confined)
     except BaseException:
@@ -202,6 +203,17 @@ def _pinned(no_event_sources: bool) -> None:
     why = pinning.install(event_sources=no_event_sources)
     if why:
         print(f"the side could not lock its CPU affinity: {why}", file=sys.stderr, flush=True)
+        os._exit(71)
+
+
+def _unprivileged() -> None:
+    """No capability survives into claim code (machine/privileges.py): after the filter, which sets
+    no_new_privs. A side that cannot drop them exits here, as one that cannot confine itself does."""
+    from claimbench.machine import privileges
+
+    why = privileges.drop()
+    if why:
+        print(f"the side could not drop its capabilities: {why}", file=sys.stderr, flush=True)
         os._exit(71)
 
 
