@@ -58,8 +58,13 @@ RECORD_SCHEMAS_AS_STORED: Final = (2, 3, 4)
 # process (machine/pinning.py), and every side drops all its capabilities (machine/privileges.py). The
 # minimum is 11: under 10 a BPF program on a CPU-wide perf event, loaded by a side running as root,
 # spun in the baseline's time whenever the interrupted thread was not the kernel's (1.59-1.62x verified).
-PROTOCOL_VERSION: Final = 11
-MIN_PROTOCOL_VERSION: Final = 11  # publish shows no number measured under an older protocol
+# 12: no side may make a namespace (unshare, setns, clone with a CLONE_NEW* flag; machine/pinning.py), and
+# the kernel's run-queue wait is its calling thread's, added once to the baseline's allowance
+# (orchestrator/runwait.py). The minimum is 12: under 11 a child of the side made a user and network
+# namespace, paced datagrams through 40,000 loopback filters in softirq on the timed core, and woke waiter
+# threads to widen the baseline's allowance (1.52-1.66x verified, `tbf_trickle`).
+PROTOCOL_VERSION: Final = 12
+MIN_PROTOCOL_VERSION: Final = 12  # publish shows no number measured under an older protocol
 
 # results/index.jsonl, one Summary per record. 4: cheaper record checks (copy digest over a list);
 # 5: protocol.sandbox, for the `no sandbox` label; 6: floor_us, for the `no floor` label;

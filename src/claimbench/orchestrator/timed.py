@@ -220,13 +220,14 @@ class RemoteTimer:
         self.coord.barrier()  # every rank's sample starts together: a collective waits for its slowest rank
         b = self.bracket
         pid = self.s.sides[side].pid if cpu else 0
-        wait0 = runwait.waited_ns(pid) if cpu else None
+        mine = side == "kernel"  # the kernel's helper threads may not widen the baseline's allowance (runwait.py)
+        wait0 = runwait.waited_ns(pid, calling_thread_only=mine) if cpu else None
         reply, bracket_us = self._exchange(side, m.Call(n=n, timed=timed, edits=edits))
         if cpu:
             irq1, had = interrupts.count(self.s.pinned_cpus), b.irq[side]
             b.irq[side] = None if had is None or irq0 is None or irq1 is None else had + irq1 - irq0
             b.irq_wall_us[side] += bracket_us + refresh
-            wait1, waited = runwait.waited_ns(pid), b.waited_us[side]
+            wait1, waited = runwait.waited_ns(pid, calling_thread_only=mine), b.waited_us[side]
             b.waited_us[side] = None if waited is None or wait0 is None or wait1 is None else waited + (wait1 - wait0) / 1e3
             b.wait_wall_us[side] += bracket_us
         if self.device == "cpu":
