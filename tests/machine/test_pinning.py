@@ -31,11 +31,13 @@ def _in_child(body) -> int:
 
 def test_each_known_machine_has_a_program_and_its_jumps_land_inside_it():
     for machine in ("x86_64", "aarch64"):
-        insns = pinning.program(machine)
-        assert insns and insns[-1][3] & 0xFFFF0000 == 0x00050000  # the deny, last
-        for i, (code, jt, jf, _k) in enumerate(insns):
-            if code == 0x15:
-                assert i + 1 + max(jt, jf) < len(insns), (machine, i)
+        for cpu in (False, True):
+            insns = pinning.program(machine, event_sources=cpu)
+            assert insns and insns[-1][3] & 0xFFFF0000 == 0x00050000  # a refusal (errno), last
+            for i, (code, jt, jf, _k) in enumerate(insns):
+                assert 0 <= jt <= 255 and 0 <= jf <= 255, (machine, i)  # one byte each in a sock_filter
+                if code == 0x15:
+                    assert i + 1 + max(jt, jf) < len(insns), (machine, i)
     assert pinning.program("sparc64") == []
 
 
