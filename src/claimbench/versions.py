@@ -58,7 +58,8 @@ RECORD_SCHEMAS_AS_STORED: Final = (2, 3, 4)
 # process (machine/pinning.py), and every side drops all its capabilities (machine/privileges.py). The
 # minimum is 11: under 10 a BPF program on a CPU-wide perf event, loaded by a side running as root,
 # spun in the baseline's time whenever the interrupted thread was not the kernel's (1.59-1.62x verified).
-# 12: no side may make a namespace (unshare, setns, clone with a CLONE_NEW* flag; machine/pinning.py), and
+# 12: no side may make a namespace (unshare, setns, clone with a CLONE_NEW* flag; machine/pinning.py), nor
+# a CPU side an interval or POSIX timer (alarm, setitimer, timer_create), and
 # the kernel's run-queue wait is its calling thread's, added once to the baseline's allowance
 # (orchestrator/runwait.py). The minimum is 12: under 11 a child of the side made a user and network
 # namespace, paced datagrams through 40,000 loopback filters in softirq on the timed core, and woke waiter

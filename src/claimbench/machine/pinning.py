@@ -73,11 +73,15 @@ _REACH = {
 # was gone around by parking them in a socket's in-flight message or an io_uring's file table
 # (`scm_storm`, `uring_storm`: an adversarial review). None of torch, Triton or claimbench's side code
 # makes one. Numbers by ABI (x32's AIO setup has its own, 543).
+# And since protocol 12 the interval timers and POSIX timers too (alarm, setitimer, timer_create): a third
+# review found `setitimer(ITIMER_REAL)` left to a stopped side, unseen by `wakers.py` (which reads POSIX
+# timers only); it found no way to multiply an expiry's cost, but it is a source that fires while the side
+# is stopped, which this list exists to refuse.
 _EVENT_SOURCES = {
-    0xC000003E: tuple(n | x32 for n in (283, 282, 289, 425, 206, 253, 294, 300) for x32 in (0, 0x40000000))
-    + (0x40000000 | 543,),
-    0x40000003: (322, 321, 327, 425, 245, 291, 332, 338),
-    0xC00000B7: (85, 74, 425, 0, 26, 262),
+    0xC000003E: tuple(n | x32 for n in (283, 282, 289, 425, 206, 253, 294, 300, 37, 38) for x32 in (0, 0x40000000))
+    + (0x40000000 | 543, 222, 0x40000000 | 526),
+    0x40000003: (322, 321, 327, 425, 245, 291, 332, 338, 27, 104, 259),
+    0xC00000B7: (85, 74, 425, 0, 26, 262, 103, 107),
 }
 
 
