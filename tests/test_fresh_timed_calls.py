@@ -416,6 +416,14 @@ _NEEDS_CXX = pytest.mark.skipif(shutil.which("g++") is None and shutil.which("c+
                                 reason="the fixture builds a C++ module with torch's extension loader")
 
 
+def _neither_verified_nor_faster(out) -> None:
+    """Not verified; and where the run measured a number on a quiet machine without refusing the kernel, the
+    honest product's: under the claimed 1.5x's threshold (a trick that took would read above it)."""
+    assert out.status != S.VERIFIED, (out.status, out.reason)
+    if out.value is not None and _quiet(out) and out.status != S.REJECTED:
+        assert out.value < 1.5 * 0.95, out.reason
+
+
 @pytest.fixture(scope="module")
 def alone_servers(cheat_root):
     """As `claimbench run --threads 1` runs its claims: fork servers started with one thread, shared by
@@ -508,9 +516,7 @@ def test_a_stopped_kernel_holding_timers_is_rejected_whatever_each_interrupt_cos
     `orchestrator/wakers.py`, `tests/orchestrator/test_wakers.py`); since protocol 10 a CPU side cannot make
     the timers at all (machine/pinning.py), so the storm never starts and the honest product is measured."""
     out = _run_alone(cheat_root, write_claim(cheat_root, "epoll-storm", "epoll_storm", template=MATMUL, value="1.5"), alone_servers)
-    assert out.status != S.VERIFIED, (out.status, out.reason)
-    if out.value is not None and _quiet(out) and out.status != S.REJECTED:
-        assert out.value < 1.5 * 0.95, out.reason
+    _neither_verified_nor_faster(out)
 
 
 @_NEEDS_CXX
@@ -538,9 +544,7 @@ def test_a_cpu_side_cannot_make_timers_to_hide_from_the_descriptor_scan(cheat_ro
     table (the ring's own descriptor closed too): 1.66x and 1.60x verified for an honest 1.0x. A CPU side's
     seccomp filter now refuses timerfd_create, signalfd, io_uring_setup, io_setup and the file watches."""
     out = _run_alone(cheat_root, write_claim(cheat_root, name.replace("_", "-"), name, template=MATMUL, value="1.5"), alone_servers)
-    assert out.status != S.VERIFIED, (out.status, out.reason)
-    if out.value is not None and _quiet(out) and out.status != S.REJECTED:
-        assert out.value < 1.5 * 0.95, out.reason
+    _neither_verified_nor_faster(out)
 
 
 @_NEEDS_CXX
@@ -552,9 +556,7 @@ def test_a_helper_outside_the_sides_tree_cannot_leave_its_session(cheat_root, al
     spun beside the baseline while the kernel side was stopped: 1.89x and 1.92x verified for an honest
     1.0x. No side can leave its session now, and every process of the session is the side's."""
     out = _run_alone(cheat_root, write_claim(cheat_root, name.replace("_", "-"), name, template=MATMUL, value="1.5"), alone_servers)
-    assert out.status != S.VERIFIED, (out.status, out.reason)
-    if out.value is not None and _quiet(out) and out.status != S.REJECTED:
-        assert out.value < 1.5 * 0.95, out.reason
+    _neither_verified_nor_faster(out)
 
 
 @_NEEDS_CXX
@@ -566,9 +568,7 @@ def test_a_helper_that_leaves_the_sides_group_but_not_its_session_is_still_the_s
     side's now, so it is frozen and counted with it."""
     out = _run_alone(cheat_root, write_claim(cheat_root, "ghost-pgid", "ghost_pgid", template=MATMUL, value="1.5"),
                      alone_servers)
-    assert out.status != S.VERIFIED, (out.status, out.reason)
-    if out.value is not None and _quiet(out) and out.status != S.REJECTED:
-        assert out.value < 1.5 * 0.95, out.reason
+    _neither_verified_nor_faster(out)
 
 
 @_NEEDS_CXX
@@ -579,9 +579,7 @@ def test_a_side_cannot_leave_work_to_the_kernel_in_the_baselines_time(cheat_root
     bpf and perf_event_open now, and a side holds no capability: the module cannot load its program."""
     out = _run_alone(cheat_root, write_claim(cheat_root, "bpf-storm", "bpf_storm", template=MATMUL, value="1.5"),
                      alone_servers)
-    assert out.status != S.VERIFIED, (out.status, out.reason)
-    if out.value is not None and _quiet(out) and out.status != S.REJECTED:
-        assert out.value < 1.5 * 0.95, out.reason
+    _neither_verified_nor_faster(out)
 
 
 @_NEEDS_CXX
@@ -595,9 +593,7 @@ def test_a_side_cannot_make_a_namespace_to_pace_work_into_the_baselines_time(che
     1.533x and 1.564x (inconclusive on the interval alone). No side may make a namespace now."""
     out = _run_alone(cheat_root, write_claim(cheat_root, "tbf-trickle", "tbf_trickle", template=MATMUL, value="1.5"),
                      alone_servers)
-    assert out.status != S.VERIFIED, (out.status, out.reason)
-    if out.value is not None and _quiet(out) and out.status != S.REJECTED:
-        assert out.value < 1.5 * 0.95, out.reason
+    _neither_verified_nor_faster(out)
 
 
 @_NEEDS_CXX
