@@ -14,6 +14,13 @@ ROOT = Path(__file__).resolve().parents[1]
 FIXTURES = Path(__file__).resolve().parent / "fixtures"
 
 os.environ.setdefault("TRITON_INTERPRET", "1")
+# Inductor's CPU backend first checks which vector instruction set the C++ compiler can build and
+# load: it compiles a probe for each set /proc/cpuinfo lists and loads each in a new Python, about
+# 6 CPU-s in every process that compiles cold (each side has a cache folder of its own). What it
+# decides is how fast compiled code runs, never what it computes, and the tests time nothing
+# compiled: told the listed sets work, Inductor uses the best of them directly (torch/_inductor/
+# cpu_vec_isa.py, `vec_isa_ok`). The main job keeps the probe.
+os.environ.setdefault("TORCHINDUCTOR_VEC_ISA_OK", "1")
 # Measured ceilings are cached per machine in the user's cache folder; tests share one of their own
 # (measured once, reused by every test and later sessions) and never touch the user's.
 os.environ["XDG_CACHE_HOME"] = os.path.join(os.environ.get("TMPDIR", "/tmp"), f"claimbench-test-cache-{os.getuid()}")
