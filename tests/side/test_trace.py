@@ -65,3 +65,40 @@ def test_a_compiled_kernel_is_still_traced():
     compiled = torch.compile(lambda x: x * 2 + 1)
     _, problems, ops = _traced(compiled, torch.ones(3), forbidden=("torch.mul",))
     assert "mul" in ops and any("aten::mul" in p for p in problems)
+
+
+def test_a_compiled_kernel_compiles_after_its_traced_call():
+    """Under the trace's dispatch mode Dynamo runs the kernel eagerly and marks its code never to compile:
+    a kernel calling `torch.compile` ran eagerly in every timed call after. Both ways the kernel side can
+    meet it: Dynamo first imported by the kernel's traced call (a compile at first call), and Dynamo
+    imported already. Each time the next untraced call compiles the function (one frame, no more); the
+    recorder itself is never compiled (it was, one graph per aten op). What is at stake is Dynamo's, so
+    its `eager` backend stands in for Inductor: no C++ compiler, a second instead of ten."""
+    code = """
+import sys, torch
+from claimbench.side import trace
+def f1(x):
+    return (x * 2).exp()
+def f2(x):
+    return (x + 1).sin()
+holder = {}
+def lazy(x):  # torch.compile at the first call, as compiled_softmax.py does
+    holder.setdefault("c", torch.compile(f1, backend="eager", dynamic=False))
+    return holder["c"](x)
+x = torch.ones(8)
+assert "torch._dynamo" not in sys.modules
+_, probs, ops = trace.traced_call(lambda: lazy(x), forbidden=[])
+assert ops == ["exp", "mul"], ops
+from torch._dynamo.utils import counters
+assert counters["frames"]["ok"] == 0, dict(counters["frames"])  # the recorder was compiled per op before
+lazy(torch.ones(5))
+assert counters["frames"]["ok"] == 1, dict(counters["frames"])  # it stayed eager (0) before
+c2 = torch.compile(f2, backend="eager", dynamic=False)
+_, probs, ops = trace.traced_call(lambda: c2(x), forbidden=[])
+assert ops == ["add", "sin"], ops
+c2(torch.ones(5))
+assert counters["frames"]["ok"] == 2, dict(counters["frames"])
+print("ok")
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0 and out.stdout.strip() == "ok", out.stderr[-3000:]

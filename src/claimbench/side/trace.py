@@ -9,10 +9,11 @@ on outputs the kernel cannot tell apart from the traced one's.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 import threading
 import time
-from typing import Any, Callable, Iterable
+from typing import Any, Callable, Iterable, Iterator
 
 from torch.utils._python_dispatch import TorchDispatchMode
 
@@ -61,7 +62,48 @@ class _DynamoSafeRecorder(_OpRecorder):
 
 
 def _recorder() -> _OpRecorder:
-    return _DynamoSafeRecorder() if "torch._dynamo" in sys.modules else _OpRecorder()
+    if "torch._dynamo" in sys.modules:
+        return _DynamoSafeRecorder()
+    _never_compiled(_OpRecorder.__torch_dispatch__.__code__)
+    return _OpRecorder()
+
+
+def _never_compiled(code: Any) -> None:
+    """Dynamo, imported during the traced call (a kernel calling `torch.compile` at its first call), skips
+    the kernel's frame under a dispatch mode and then compiled each of this recorder's dispatches instead,
+    one graph per aten op: five C++ compiles, 12 s of a softmax's first call. Marked in C, skipped with
+    every frame it calls, without importing torch._dynamo (a second per side). A torch without the mark
+    compiles the recorder: slower, and what it records is the same."""
+    from torch._C._dynamo import eval_frame
+
+    mark = getattr(eval_frame, "set_code_exec_strategy", None)
+    strategy, action = getattr(eval_frame, "_FrameExecStrategy", None), getattr(eval_frame, "_FrameAction", None)
+    if mark is not None and strategy is not None and action is not None:
+        mark(code, strategy(action.SKIP, action.SKIP))
+
+
+@contextlib.contextmanager
+def _dynamo_left_as_found() -> Iterator[None]:
+    """The traced call leaves Dynamo as it found it. Under a dispatch mode Dynamo does not compile: it
+    runs the kernel's frame eagerly and marks that code never to be compiled again, so a kernel that
+    calls `torch.compile` ran eagerly in every timed call after its traced one (a softmax: 0.076 s a
+    call at 2048x4096, its eager time, and no compile at any new shape). With Dynamo imported, its
+    `force_eager` stance runs the call eagerly without marking anything; imported during the call, the
+    marks are cleared after (`torch.compiler.reset`: nothing was compiled before it)."""
+    imported = "torch._dynamo" in sys.modules
+    stance = None
+    if imported:
+        import torch
+
+        stance = getattr(torch.compiler, "set_stance", None)  # torch 2.6 and later
+    with (stance("force_eager") if stance is not None else contextlib.nullcontext()):
+        try:
+            yield
+        finally:
+            if "torch._dynamo" in sys.modules and (not imported or stance is None):
+                import torch
+
+                torch.compiler.reset()
 
 
 def traced_call(thunk: Callable[[], Any], *, forbidden: Iterable[str], baseline_code: Any = None
@@ -81,7 +123,7 @@ def traced_call(thunk: Callable[[], Any], *, forbidden: Iterable[str], baseline_
     before = set(threading.enumerate())
     rec = _recorder()
     old = sys.getprofile()
-    with rec:
+    with rec, _dynamo_left_as_found():
         sys.setprofile(hook)
         try:
             out = thunk()
