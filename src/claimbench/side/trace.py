@@ -74,8 +74,10 @@ def _never_compiled(code: Any) -> None:
     one graph per aten op: five C++ compiles, 12 s of a softmax's first call. Marked in C, skipped with
     every frame it calls, without importing torch._dynamo (a second per side). A torch without the mark
     compiles the recorder: slower, and what it records is the same."""
-    from torch._C._dynamo import eval_frame
-
+    try:
+        from torch._C._dynamo import eval_frame
+    except ImportError:  # a torch built without Dynamo compiles nothing
+        return
     mark = getattr(eval_frame, "set_code_exec_strategy", None)
     strategy, action = getattr(eval_frame, "_FrameExecStrategy", None), getattr(eval_frame, "_FrameAction", None)
     if mark is not None and strategy is not None and action is not None:
