@@ -15,6 +15,7 @@ import threading
 import time
 from typing import Any, Callable, Iterable, Iterator
 
+import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
 from claimbench.spec import ops
@@ -95,16 +96,12 @@ def _dynamo_left_as_found() -> Iterator[None]:
     imported = "torch._dynamo" in sys.modules
     stance = None
     if imported:
-        import torch
-
         stance = getattr(torch.compiler, "set_stance", None)  # torch 2.6 and later
     with (stance("force_eager") if stance is not None else contextlib.nullcontext()):
         try:
             yield
         finally:
             if "torch._dynamo" in sys.modules and (not imported or stance is None):
-                import torch
-
                 torch.compiler.reset()
 
 
@@ -151,7 +148,5 @@ def new_threads(before: set, grace_s: float = 0.05) -> list[str]:
 
 def prime() -> None:
     """Enter the dispatch machinery once, so its lazy set-up does not happen during the kernel."""
-    import torch
-
     with _recorder():
         torch.ones(2).add(1)
