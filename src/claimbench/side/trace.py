@@ -94,9 +94,7 @@ def _dynamo_left_as_found() -> Iterator[None]:
     `force_eager` stance runs the call eagerly without marking anything; imported during the call, the
     marks are cleared after (`torch.compiler.reset`: nothing was compiled before it)."""
     imported = "torch._dynamo" in sys.modules
-    stance = None
-    if imported:
-        stance = getattr(torch.compiler, "set_stance", None)  # torch 2.6 and later
+    stance = getattr(torch.compiler, "set_stance", None) if imported else None  # torch 2.6 and later
     with (stance("force_eager") if stance is not None else contextlib.nullcontext()):
         try:
             yield
